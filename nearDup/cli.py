@@ -1,0 +1,408 @@
+"""The command line: one chained Click group whose subcommands are the pipeline's stages, plus run, tune, inspect.
+
+Thin by design: parse options into parameter objects, call a stage, print. Errors become one line on stderr and
+exit status 2 in one place (NearDupGroup.main).
+"""
+from __future__ import annotations
+
+import dataclasses
+import io
+import json
+import os
+import sys
+import traceback
+
+import click
+
+from . import __version__, stages
+from .config import (DEFAULT_THRESHOLD, METHODS, UNITS, CandidateParams, ShingleParams, SignatureParams,
+                     SourceParams, VerifyParams, default_jobs)
+from .engine import LocalEngine
+from .errors import NearDupError
+from .kernels import lsh
+from .output import FORMATS, write_pairs
+from .store import STAGES, WorkDir
+
+SHINGLE_DEFAULTS = ShingleParams()
+SIGNATURE_DEFAULTS = SignatureParams()
+SOURCE_DEFAULTS = SourceParams()
+
+
+# ---------------------------------------------------------------------------------------------- click plumbing
+
+class StageCommand(click.Command):
+    """A chained subcommand that takes its options anywhere among its arguments and stops at the next stage.
+
+    Click parses chained subcommands with allow_interspersed_args=False (so `run docs/ --format jsonl` would fail),
+    and a variadic PATH... argument would swallow the names of the stages that follow it. Here the arguments are
+    cut at the first token naming a sibling command (values of options are skipped; `--` ends the cutting, so
+    `shingle -- band` reads a file called band), and the command's own part is parsed with interspersing on.
+    """
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        group = ctx.parent.command if ctx.parent is not None else None
+        siblings = set(group.commands) if isinstance(group, click.Group) else set()
+        takes_value = {name for p in self.params if isinstance(p, click.Option) and not p.is_flag and not p.count
+                       for name in p.opts}
+        i = 0
+        while i < len(args):
+            token = args[i]
+            if token == "--":
+                i = len(args)
+                break
+            if token in siblings:
+                break
+            i += 2 if token in takes_value else 1
+        own, rest = args[:i], args[i:]
+        ctx.allow_interspersed_args = True
+        super().parse_args(ctx, own)
+        ctx.args = [*ctx.args, *rest]
+        return ctx.args
+
+
+class NearDupGroup(click.Group):
+    command_class = StageCommand
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        """Run the chain; turn every failure into one line on stderr and an exit status (2 errors, 130 Ctrl-C)."""
+        args = list(sys.argv[1:] if args is None else args)
+        debug = "--debug" in args
+        try:
+            code = super().main(args, prog_name or "neardup", complete_var, standalone_mode=False, **extra)
+            code = code if isinstance(code, int) else 0
+        except click.exceptions.Abort:
+            code = 130
+        except KeyboardInterrupt:
+            code = 130
+        except click.ClickException as e:
+            where = f"{e.ctx.command_path}: " if getattr(e, "ctx", None) is not None else "neardup: "
+            click.echo(f"{where}error: {' '.join(e.format_message().split())}", err=True)
+            code = 2
+        except NearDupError as e:
+            if debug:
+                traceback.print_exc()
+            click.echo(f"neardup: error: {e}", err=True)
+            code = e.exit_code
+        except BrokenPipeError:
+            _silence_stdout()
+            code = 0
+        except Exception as e:  # a bug: still one line, unless --debug asks for the traceback
+            if debug:
+                traceback.print_exc()
+            click.echo(f"neardup: internal error: {type(e).__name__}: {e} (re-run with --debug for a traceback)",
+                       err=True)
+            code = 2
+        if standalone_mode:
+            sys.exit(code)
+        return code
+
+
+def _silence_stdout() -> None:
+    """After a closed pipe, point stdout at /dev/null so the interpreter's final flush cannot fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
+@dataclasses.dataclass
+class App:
+    """Settings that any command of the chain may give (-w, --jobs, ...), and the runner they open."""
+
+    workdir: str | None = None
+    jobs: int | None = None
+    force: bool = False
+    wait_lock: float = 0.0
+    progress: bool | None = None
+    debug: bool = False
+    runner: stages.Runner | None = None
+
+    def open(self, default: str | None = None, command: str = "") -> stages.Runner:
+        if self.runner is None:
+            path = self.workdir or default
+            if path is None:
+                raise click.UsageError(f"{command} needs a work dir: pass -w/--workdir DIR (or use `neardup run`)")
+            work = WorkDir(path)
+            work.lock(self.wait_lock)
+            if self.force:
+                work.clear()
+            progress = self.progress if self.progress is not None else sys.stderr.isatty()
+            self.runner = stages.Runner(work, LocalEngine(self.jobs or default_jobs(), progress), _log)
+        return self.runner
+
+
+def _log(message: str) -> None:
+    click.echo(message, err=True)
+
+
+def _app(ctx: click.Context) -> App:
+    return ctx.find_root().ensure_object(App)
+
+
+def _setter(attr: str):
+    def callback(ctx, param, value):
+        if value is not None and value is not False:
+            setattr(_app(ctx), attr, value)
+        return value
+    return callback
+
+
+def common_options(f):
+    """-w, --jobs, --force, --wait-lock, --progress, --debug: accepted before the stages or on any of them."""
+    for decorator in reversed([
+        click.option("-w", "--workdir", type=click.Path(file_okay=False), callback=_setter("workdir"),
+                     expose_value=False, help="Work dir holding every stage's results (default for run: a "
+                                              "cache dir keyed by the inputs)."),
+        click.option("-j", "--jobs", type=click.IntRange(1), callback=_setter("jobs"), expose_value=False,
+                     help=f"Worker processes [default: all cores, here {default_jobs()}]."),
+        click.option("--force", is_flag=True, default=None, callback=_setter("force"), expose_value=False,
+                     help="Forget stored results and recompute every stage."),
+        click.option("--wait-lock", type=click.FloatRange(0), callback=_setter("wait_lock"), expose_value=False,
+                     help="Seconds to wait for another run on the same work dir [default: 0]."),
+        click.option("--progress/--no-progress", default=None, callback=_setter("progress"), expose_value=False,
+                     help="Progress bars on stderr [default: only when stderr is a terminal]."),
+        click.option("--debug", is_flag=True, default=None, callback=_setter("debug"), expose_value=False,
+                     help="Show a traceback on errors."),
+    ]):
+        f = decorator(f)
+    return f
+
+
+def _options(*decorators):
+    def apply(f):
+        for decorator in reversed(decorators):
+            f = decorator(f)
+        return f
+    return apply
+
+
+null_option = click.option("-0", "--null", is_flag=True,
+                           help="NUL-separated records: paths read from stdin, and records written to stdout.")
+source_options = _options(
+    click.option("--jsonl", is_flag=True, help="Each PATH is a JSONL file (.gz allowed; - for stdin) of records."),
+    click.option("--id-field", default=SOURCE_DEFAULTS.id_field, show_default=True, help="JSONL field of the id."),
+    click.option("--text-field", default=SOURCE_DEFAULTS.text_field, show_default=True,
+                 help="JSONL field of the text."),
+    click.option("--strict", is_flag=True, help="Stop at a malformed JSONL line instead of skipping it."),
+    click.option("--include", multiple=True, metavar="GLOB", help="Only files whose name or relative path matches."),
+    click.option("--exclude", multiple=True, metavar="GLOB", help="Skip files whose name or relative path matches."),
+    click.option("--hidden", is_flag=True, help="Also read hidden files and folders (names starting with '.')."),
+    click.option("--follow-links", is_flag=True, help="Follow symbolic links inside folders (loops are detected)."),
+)
+shingle_options = _options(
+    click.option("--unit", type=click.Choice(UNITS), default=SHINGLE_DEFAULTS.unit, show_default=True,
+                 help="Shingle words (runs of \\w) or characters."),
+    click.option("-k", type=click.IntRange(1, 64), default=SHINGLE_DEFAULTS.k, show_default=True,
+                 help="Tokens per shingle."),
+    click.option("--whitespace", type=click.Choice(["collapse", "remove"]), default=SHINGLE_DEFAULTS.whitespace,
+                 show_default=True, help="For char shingles: whitespace runs become one blank, or are removed."),
+    click.option("--strip-punct", is_flag=True, help="Remove Unicode punctuation before shingling."),
+)
+signature_options = _options(
+    click.option("--num-perm", type=click.IntRange(1, 8192), default=SIGNATURE_DEFAULTS.num_perm,
+                 show_default=True, help="MinHash rows (signature length)."),
+    click.option("--seed", type=click.IntRange(0, 2**63 - 1), default=SIGNATURE_DEFAULTS.seed, show_default=True,
+                 help="Seed of the random permutations."),
+    click.option("--minhash", type=click.Choice(METHODS), default=SIGNATURE_DEFAULTS.method, show_default=True,
+                 help="oph: one-permutation hashing with optimal densification; permutation: (a*x+b) mod p "
+                      "per row (MMDS 3.3.5)."),
+)
+threshold_option = click.option(
+    "-t", "--threshold", type=click.FloatRange(0, 1, min_open=True),
+    help=f"Jaccard similarity threshold [default: {DEFAULT_THRESHOLD}, or what the band stage used].")
+band_options = _options(
+    threshold_option,
+    click.option("--bands", type=click.IntRange(1), help="Number of bands b (default: chosen from --threshold)."),
+    click.option("--rows", type=click.IntRange(1), help="Rows per band r (default: chosen from --threshold)."),
+)
+candidate_options = click.option(
+    "--max-bucket", type=click.IntRange(2), default=CandidateParams().max_bucket, show_default=True,
+    help="A bucket with more documents is paired with its first document only (star), and reported.")
+format_option = click.option("--format", "fmt", type=click.Choice(FORMATS), default="tsv", show_default=True,
+                             help="Output format of the pairs.")
+
+
+def _source(jsonl, id_field, text_field, strict, include, exclude, hidden, follow_links, null) -> SourceParams:
+    return SourceParams(jsonl=jsonl, id_field=id_field, text_field=text_field, strict=strict,
+                        include=tuple(include), exclude=tuple(exclude), hidden=hidden, follow_links=follow_links,
+                        null=null)
+
+
+def _print_pairs(pairs: list[dict], fmt: str, null: bool) -> None:
+    stream = io.TextIOWrapper(click.get_binary_stream("stdout"), encoding="utf-8", errors="surrogateescape",
+                              newline="", write_through=True)
+    try:
+        write_pairs(stream, pairs, fmt, null)
+        stream.flush()
+    finally:
+        stream.detach()
+
+
+# ---------------------------------------------------------------------------------------------- commands
+
+@click.group(cls=NearDupGroup, chain=True,
+             context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
+@common_options
+@click.version_option(__version__, prog_name="nearDup")
+@click.pass_context
+def cli(ctx):
+    """Find near-duplicate documents: shingle -> signature -> band -> candidates -> verify.
+
+    \b
+      neardup run docs/                          verified pairs on stdout
+      neardup -w work/ shingle docs/ signature band --threshold 0.7 candidates verify
+      neardup -w work/ verify --threshold 0.9    re-run one stage on stored results
+      neardup tune --threshold 0.8               the chosen bands and rows, and their S-curve
+    """
+    ctx.ensure_object(App)
+
+
+@cli.result_callback()
+@click.pass_context
+def _finish(ctx, results):
+    """Exit status: 2 when some input could not be read (results for the rest were printed), else 0."""
+    app = _app(ctx)
+    if app.runner is not None:
+        app.runner.work.release()
+        return 2 if app.runner.soft_errors else 0
+    return 0
+
+
+@cli.command()
+@click.argument("paths", nargs=-1, required=True, type=str)
+@source_options
+@null_option
+@shingle_options
+@common_options
+@click.pass_context
+def shingle(ctx, paths, unit, k, whitespace, strip_punct, null, **source):
+    """Read documents (files, folders, - for a path list on stdin, or JSONL) into sets of hashed k-shingles."""
+    runner = _app(ctx).open(command="shingle")
+    stages.shingle(runner, list(paths), _source(null=null, **source),
+                   ShingleParams(unit, k, whitespace, strip_punct))
+
+
+@cli.command()
+@signature_options
+@common_options
+@click.pass_context
+def signature(ctx, num_perm, seed, minhash):
+    """MinHash signatures of the shingle sets."""
+    stages.signature(_app(ctx).open(command="signature"), SignatureParams(num_perm, seed, minhash))
+
+
+@cli.command()
+@band_options
+@common_options
+@click.pass_context
+def band(ctx, threshold, bands, rows):
+    """LSH band keys: b bands of r rows, chosen from --threshold or given."""
+    stages.band(_app(ctx).open(command="band"), threshold, bands, rows)
+
+
+@cli.command()
+@candidate_options
+@common_options
+@click.pass_context
+def candidates(ctx, max_bucket):
+    """Pairs of documents sharing a bucket in at least one band."""
+    stages.candidates(_app(ctx).open(command="candidates"), CandidateParams(max_bucket))
+
+
+@cli.command()
+@threshold_option
+@format_option
+@null_option
+@common_options
+@click.pass_context
+def verify(ctx, threshold, fmt, null):
+    """Exact Jaccard of each candidate pair; print those >= --threshold."""
+    runner = _app(ctx).open(command="verify")
+    stages.verify(runner, VerifyParams(stages.inherited_threshold(runner.work, threshold)))
+    _print_pairs(stages.verified_pairs(runner.work), fmt, null)
+
+
+@cli.command()
+@click.argument("paths", nargs=-1, required=True, type=str)
+@source_options
+@shingle_options
+@signature_options
+@band_options
+@candidate_options
+@format_option
+@null_option
+@common_options
+@click.pass_context
+def run(ctx, paths, unit, k, whitespace, strip_punct, num_perm, seed, minhash, threshold, bands, rows, max_bucket,
+        fmt, null, **source):
+    """All stages, from documents to verified pairs on stdout."""
+    app = _app(ctx)
+    source_params = _source(null=null, **source)
+    shingle_params = ShingleParams(unit, k, whitespace, strip_punct)
+    for path in paths:  # before a cache work dir is made for them
+        if path != "-" and not os.path.exists(path):
+            raise NearDupError(f"{path}: no such file or directory")
+    runner = app.open(stages.default_workdir(list(paths), source_params, shingle_params), "run")
+    if app.workdir is None:
+        _log(f"work dir: {runner.work.root}")
+    stages.shingle(runner, list(paths), source_params, shingle_params)
+    stages.signature(runner, SignatureParams(num_perm, seed, minhash))
+    stages.band(runner, threshold, bands, rows)
+    stages.candidates(runner, CandidateParams(max_bucket))
+    stages.verify(runner, VerifyParams(stages.inherited_threshold(runner.work, threshold)))
+    _print_pairs(stages.verified_pairs(runner.work), fmt, null)
+
+
+@cli.command()
+@band_options
+@click.option("--num-perm", type=click.IntRange(1, 8192), default=SIGNATURE_DEFAULTS.num_perm, show_default=True)
+def tune(threshold, bands, rows, num_perm):
+    """Show the bands and rows chosen for a threshold, and the S-curve P(s) = 1 - (1 - s^r)^b behind them."""
+    params = stages.choose_bands(num_perm, threshold, bands, rows)
+    b, r = params.bands, params.rows
+    t = params.threshold
+    lines = [f"num_perm {num_perm}: b = {b} bands x r = {r} rows" + (f", chosen for threshold {t}" if t else "")]
+    lines.append(stages.describe_bands(params, num_perm))
+    if t:
+        fp, fn = lsh.error_areas(min(t, 0.99), [b], [r])
+        lines.append(f"false-positive area (s < {t}) {fp[0]:.4f}; false-negative area (s >= {t}) {fn[0]:.4f}")
+    lines.append("s\tP(candidate)")
+    for i in range(1, 10):
+        lines.append(f"{i / 10:.1f}\t{float(lsh.s_curve(i / 10, b, r)):.4f}")
+    click.echo("\n".join(lines))
+
+
+@cli.command()
+@common_options
+@click.pass_context
+def inspect(ctx):
+    """What each stage of the work dir holds, with which parameters, and whether it is up to date."""
+    app = _app(ctx)
+    if not app.workdir:
+        raise click.UsageError("inspect needs a work dir: pass -w/--workdir DIR")
+    work = WorkDir(app.workdir, create=False)
+    manifest = work.read_manifest()
+    click.echo(f"work dir {work.root} (format {manifest['format']}, written by nearDup {manifest['version']})")
+    previous = None
+    for name in STAGES:
+        record = manifest["stages"].get(name)
+        if record is None:
+            click.echo(f"{name}: not run")
+            previous = None
+            continue
+        stale = name != "shingle" and (previous is None or record.get("upstream") != previous["key"])
+        status = "out of date" if stale else "done"
+        click.echo(f"{name}: {status} at {record.get('completed', '?')}, params {json.dumps(record['params'])}")
+        if name == "shingle":
+            s = record["stats"]
+            click.echo(f"  {s['docs']} documents in {len(record['partitions'])} partitions, {s['bytes']} bytes, "
+                       f"{s['shingles']} shingles, {s.get('short', 0)} too short, {s.get('binary', 0)} binary "
+                       f"skipped, {s.get('replaced', 0)} with invalid UTF-8")
+        elif "stats" in record:
+            click.echo("  " + ", ".join(f"{k} {v}" for k, v in record["stats"].items()))
+        previous = record
+
+
+def main() -> None:
+    cli.main(prog_name="neardup")

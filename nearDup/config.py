@@ -1,0 +1,84 @@
+"""Frozen parameter objects for each stage, and their fingerprints.
+
+A stage's key is a digest of its name, the work-dir format, its parameters and the keys of what it consumes, so a
+stored result is reused exactly when it would be recomputed identically.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+
+FORMAT = 1  # work-dir data format; bump when stored bytes change meaning (hash functions, layouts)
+UNITS = ("word", "char")
+METHODS = ("oph", "permutation")
+DEFAULT_THRESHOLD = 0.8
+
+
+def digest(*parts) -> str:
+    """A short stable hex digest of JSON-serialisable parts."""
+    blob = json.dumps(parts, sort_keys=True, separators=(",", ":"), default=_plain).encode("utf-8", "surrogatepass")
+    return hashlib.blake2b(blob, digest_size=16).hexdigest()
+
+
+def _plain(obj):
+    if dataclasses.is_dataclass(obj):
+        return dataclasses.asdict(obj)
+    raise TypeError(f"cannot fingerprint {type(obj).__name__}")
+
+
+@dataclasses.dataclass(frozen=True)
+class SourceParams:
+    """How documents are found: affects which documents exist, not how they are shingled."""
+
+    jsonl: bool = False
+    id_field: str = "id"
+    text_field: str = "text"
+    include: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+    hidden: bool = False
+    follow_links: bool = False
+    null: bool = False  # paths on stdin are NUL-separated
+    strict: bool = False  # a bad JSONL line stops the run instead of being skipped
+    partition_docs: int = 1000
+    partition_bytes: int = 16 << 20
+
+
+@dataclasses.dataclass(frozen=True)
+class ShingleParams:
+    unit: str = "word"
+    k: int = 5
+    whitespace: str = "collapse"  # or "remove" (char shingles over text with no blanks)
+    strip_punct: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class SignatureParams:
+    num_perm: int = 128
+    seed: int = 1
+    method: str = "oph"
+
+
+@dataclasses.dataclass(frozen=True)
+class BandParams:
+    bands: int
+    rows: int
+    threshold: float | None = None  # the threshold (b, r) were chosen for, if chosen
+
+
+@dataclasses.dataclass(frozen=True)
+class CandidateParams:
+    max_bucket: int = 1000
+
+
+@dataclasses.dataclass(frozen=True)
+class VerifyParams:
+    threshold: float = DEFAULT_THRESHOLD
+
+
+def default_jobs() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1

@@ -1,0 +1,309 @@
+"""Finding and reading documents: folders, files, path lists on stdin, JSONL; decoding and normalising text.
+
+Listing yields Items (a file, or a byte range of lines of a JSONL file) sorted by id, cut into partitions; reading
+an Item yields Documents. Nothing here knows the work dir or computes hashes of shingles.
+"""
+from __future__ import annotations
+
+import dataclasses
+import fnmatch
+import functools
+import hashlib
+import json
+import os
+import re
+import stat
+import sys
+import unicodedata
+from typing import Callable, Iterator
+
+import numpy as np
+
+from .config import ShingleParams, SourceParams
+from .errors import InputError
+
+WORD = re.compile(r"\w+")
+SPACE = re.compile(r"\s+")
+BOMS = ((b"\xef\xbb\xbf", "utf-8"), (b"\xff\xfe\x00\x00", "utf-32-le"), (b"\x00\x00\xfe\xff", "utf-32-be"),
+        (b"\xff\xfe", "utf-16-le"), (b"\xfe\xff", "utf-16-be"))
+
+
+@dataclasses.dataclass(frozen=True)
+class Item:
+    """One unit of input: a whole file (kind "file") or lines [first_line, ...) at bytes [start, end) of a JSONL file."""
+
+    kind: str
+    path: str
+    id: str
+    size: int
+    mtime_ns: int
+    start: int = 0
+    end: int = 0
+    first_line: int = 1
+
+    def fingerprint(self) -> tuple:
+        return (self.kind, self.id, self.size, self.mtime_ns, self.start, self.end)
+
+
+@dataclasses.dataclass
+class Document:
+    id: str
+    text: str
+    size: int
+    mtime_ns: int
+    sha: str
+    replaced: bool  # invalid UTF-8 was replaced by U+FFFD
+
+
+@dataclasses.dataclass
+class Listing:
+    items: list[Item]
+    skipped: dict[str, int]  # hidden, symlink, excluded
+
+
+# ----------------------------------------------------------------------------------------------------- listing
+
+def read_path_list(stream, null: bool) -> list[str]:
+    """Paths from a byte stream, one per line (or NUL-terminated); blank entries ignored."""
+    data = stream.read()
+    parts = data.split(b"\0") if null else data.splitlines()
+    return [os.fsdecode(p) for p in parts if p.strip()]
+
+
+def list_items(args: list[str], params: SourceParams, stdin=None, spool: Callable | None = None) -> Listing:
+    """Every Item under the given arguments, sorted by id (so the result does not depend on listing order)."""
+    skipped = {"hidden": 0, "symlink": 0, "excluded": 0}
+    items: dict[str, Item] = {}
+    expanded: list[str] = []
+    for arg in args:
+        if arg == "-" and not params.jsonl:
+            expanded.extend(read_path_list(stdin if stdin is not None else sys.stdin.buffer, params.null))
+        else:
+            expanded.append(arg)
+    for arg in expanded:
+        if params.jsonl:
+            for item in _jsonl_items(arg, params, stdin, spool):
+                items.setdefault(item.id, item)
+            continue
+        try:
+            st = os.stat(arg)
+        except FileNotFoundError:
+            raise InputError(f"{arg}: no such file or directory") from None
+        except OSError as e:
+            raise InputError(f"{arg}: cannot read ({e.strerror})") from None
+        if stat.S_ISDIR(st.st_mode):
+            for item in _walk(arg, params, skipped):
+                items.setdefault(item.id, item)
+        elif stat.S_ISREG(st.st_mode):
+            items.setdefault(arg, Item("file", arg, arg, st.st_size, st.st_mtime_ns))
+        else:
+            raise InputError(f"{arg}: not a regular file or folder")
+    return Listing(sorted(items.values(), key=lambda i: (i.id, i.start)), skipped)
+
+
+def _wanted(rel: str, name: str, params: SourceParams) -> bool:
+    def match(patterns):
+        return any(fnmatch.fnmatchcase(name, g) or fnmatch.fnmatchcase(rel, g) for g in patterns)
+    return (not params.include or match(params.include)) and not match(params.exclude)
+
+
+def _walk(root: str, params: SourceParams, skipped: dict) -> Iterator[Item]:
+    """Files below root, depth first; hidden entries and symlinks skipped unless asked; no loop can recur."""
+    seen_dirs = {_dir_identity(root)}
+    stack = [(root, "")]
+    while stack:
+        folder, rel_folder = stack.pop()
+        try:
+            entries = list(os.scandir(folder))
+        except OSError as e:
+            raise InputError(f"{folder}: cannot list folder ({e.strerror})") from None
+        for entry in entries:
+            rel = f"{rel_folder}{entry.name}"
+            if entry.name.startswith(".") and not params.hidden:
+                skipped["hidden"] += 1
+                continue
+            if entry.is_symlink() and not params.follow_links:
+                skipped["symlink"] += 1
+                continue
+            try:
+                st = entry.stat(follow_symlinks=True)
+            except OSError:  # dangling link or vanished
+                skipped["symlink" if entry.is_symlink() else "excluded"] += 1
+                continue
+            if stat.S_ISDIR(st.st_mode):
+                ident = (st.st_dev, st.st_ino)
+                if ident not in seen_dirs:
+                    seen_dirs.add(ident)
+                    stack.append((os.path.join(folder, entry.name), rel + "/"))
+            elif stat.S_ISREG(st.st_mode):
+                if _wanted(rel, entry.name, params):
+                    path = os.path.join(folder, entry.name)
+                    yield Item("file", path, path, st.st_size, st.st_mtime_ns)
+                else:
+                    skipped["excluded"] += 1
+
+
+def _dir_identity(path: str) -> tuple[int, int]:
+    st = os.stat(path)
+    return st.st_dev, st.st_ino
+
+
+def _jsonl_items(arg: str, params: SourceParams, stdin, spool) -> Iterator[Item]:
+    """Byte ranges of whole lines of a JSONL file, each at most partition_docs lines and partition_bytes bytes.
+
+    Standard input and .gz files are first spooled to a plain file in the work dir (spool), so that partitions
+    can be read in parallel by seeking."""
+    label = arg
+    if arg == "-" or arg.endswith(".gz"):
+        if spool is None:
+            raise InputError(f"{arg}: JSONL from stdin or .gz needs a work dir")
+        try:
+            path = spool(arg, stdin)
+        except OSError as e:
+            raise InputError(f"{arg}: cannot read ({e.strerror})") from None
+        except EOFError:
+            raise InputError(f"{arg}: truncated or corrupt gzip file") from None
+    else:
+        path = arg
+    try:
+        st = os.stat(path)
+        with open(path, "rb") as f:
+            data = f.read()
+    except FileNotFoundError:
+        raise InputError(f"{arg}: no such file or directory") from None
+    except OSError as e:
+        raise InputError(f"{arg}: cannot read ({e.strerror})") from None
+    ends = np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == 10) + 1
+    if len(data) and data[-1:] != b"\n":
+        ends = np.r_[ends, len(data)]
+    start, line = 0, 0
+    while line < len(ends):
+        stop = min(line + params.partition_docs, len(ends))
+        limit = np.searchsorted(ends, start + params.partition_bytes, side="right")
+        stop = max(line + 1, min(stop, int(limit)))
+        end = int(ends[stop - 1])
+        yield Item("jsonl", path, f"{label}:{line + 1:012d}", st.st_size, st.st_mtime_ns, start, end, line + 1)
+        start, line = end, stop
+
+
+def partition(items: list[Item], params: SourceParams) -> list[list[Item]]:
+    """Consecutive runs of items of at most partition_docs documents and about partition_bytes bytes each.
+
+    Depends only on the sorted listing, never on --jobs, so every engine sees the same partitions."""
+    parts, current, size = [], [], 0
+    for item in items:
+        if current and (item.kind == "jsonl" or len(current) >= params.partition_docs
+                        or size + item.size > params.partition_bytes):
+            parts.append(current)
+            current, size = [], 0
+        current.append(item)
+        size += item.size
+    if current:
+        parts.append(current)
+    return parts
+
+
+# ----------------------------------------------------------------------------------------------------- reading
+
+def decode(data: bytes) -> tuple[str, bool] | None:
+    """Text of a file's bytes: BOM-selected UTF-8/16/32, else UTF-8 with U+FFFD replacement.
+
+    Returns (text, replaced) or None for binary data (a NUL byte and no UTF-16/32 BOM)."""
+    for bom, encoding in BOMS:
+        if data.startswith(bom):
+            text = data[len(bom):].decode(encoding, "replace")
+            return text, "\ufffd" in text
+    if b"\0" in data:
+        return None
+    try:
+        return data.decode("utf-8"), False
+    except UnicodeDecodeError:
+        return data.decode("utf-8", "replace"), True
+
+
+def read_documents(items: list[Item], params: SourceParams, problems: dict) -> Iterator[Document]:
+    """The documents of a partition, in order. Unreadable, vanished and binary files, and bad JSONL lines, are
+    counted in problems (with messages) and skipped; JSONL errors raise InputError when params.strict."""
+    for item in items:
+        if item.kind == "jsonl":
+            yield from _read_jsonl(item, params, problems)
+            continue
+        try:
+            with open(item.path, "rb") as f:
+                data = f.read()
+        except FileNotFoundError:
+            _problem(problems, "vanished", f"{item.id}: vanished before it could be read")
+            continue
+        except OSError as e:
+            _problem(problems, "unreadable", f"{item.id}: cannot read ({e.strerror})")
+            continue
+        decoded = decode(data)
+        if decoded is None:
+            problems["binary"] = problems.get("binary", 0) + 1
+            continue
+        text, replaced = decoded
+        sha = hashlib.blake2b(data, digest_size=16).hexdigest()
+        yield Document(item.id, text, len(data), item.mtime_ns, sha, replaced)
+
+
+def _problem(problems: dict, kind: str, message: str) -> None:
+    problems[kind] = problems.get(kind, 0) + 1
+    problems.setdefault("messages", []).append(message)
+
+
+def _read_jsonl(item: Item, params: SourceParams, problems: dict) -> Iterator[Document]:
+    with open(item.path, "rb") as f:
+        f.seek(item.start)
+        block = f.read(item.end - item.start)
+    for number, line in enumerate(block.splitlines(), start=item.first_line):
+        if not line.strip():
+            continue
+        where = f"{item.id.rsplit(':', 1)[0]}:{number}"
+        try:
+            record = json.loads(line)
+            if not isinstance(record, dict):
+                raise ValueError("not a JSON object")
+        except ValueError as e:
+            yield from _bad_line(problems, params, f"{where}: not a JSON object ({str(e).splitlines()[0]})")
+            continue
+        doc_id, text = record.get(params.id_field), record.get(params.text_field)
+        if doc_id is None or isinstance(doc_id, (dict, list)):
+            yield from _bad_line(problems, params, f"{where}: no usable id field {params.id_field!r}")
+            continue
+        if not isinstance(text, str):
+            what = "no" if text is None else "a non-string"
+            yield from _bad_line(problems, params, f"{where}: {what} text field {params.text_field!r}")
+            continue
+        raw = text.encode("utf-8", "surrogatepass")
+        yield Document(str(doc_id), text, len(raw), item.mtime_ns, hashlib.blake2b(raw, digest_size=16).hexdigest(),
+                       False)
+
+
+def _bad_line(problems: dict, params: SourceParams, message: str):
+    if params.strict:
+        raise InputError(message + " (remove --strict to skip such lines)")
+    _problem(problems, "bad_lines", message)
+    return iter(())
+
+
+# ----------------------------------------------------------------------------------------------------- text
+
+@functools.cache
+def _punctuation_table() -> dict[int, None]:
+    return {cp: None for cp in range(0x110000) if unicodedata.category(chr(cp)).startswith("P")}
+
+
+def normalise(text: str, params: ShingleParams) -> str:
+    """NFKC, case folding, optional removal of Unicode punctuation (categories P*), then whitespace runs to one
+    blank (or removed entirely with whitespace="remove"). Word tokens do not depend on the whitespace rule."""
+    text = unicodedata.normalize("NFKC", text).casefold()
+    if params.strip_punct:
+        text = text.translate(_punctuation_table())
+    if params.unit == "char":
+        text = SPACE.sub("", text) if params.whitespace == "remove" else SPACE.sub(" ", text).strip()
+    return text
+
+
+def words(text: str) -> list[str]:
+    """Maximal runs of Unicode word characters (Python's \\w+), as text-dedup and datatrove tokenise."""
+    return WORD.findall(text)

@@ -1,0 +1,19 @@
+"""Domain errors. The CLI turns any NearDupError into one line on stderr and exit status 2."""
+
+
+class NearDupError(Exception):
+    """A problem the user can fix; the message says what happened and what to do."""
+
+    exit_code = 2
+
+
+class InputError(NearDupError):
+    """The documents or paths given cannot be used."""
+
+
+class WorkDirError(NearDupError):
+    """The work dir is missing a stage, holds incompatible or corrupt intermediates, or is locked."""
+
+
+class ParameterError(NearDupError):
+    """Option values that do not fit together."""

@@ -1,0 +1,77 @@
+"""Exact set similarity over CSR sets (sorted unique uint32 per document), many pairs at once.
+
+J(A, B) = |A ∩ B| / |A ∪ B| = |A ∩ B| / (|A| + |B| - |A ∩ B|)   (MMDS 3.1.1)
+containment C(A, B) = |A ∩ B| / |A|
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .hashing import U64
+
+
+def ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """Concatenation of arange(s, s + l) for each (s, l), without a Python loop."""
+    lengths = np.asarray(lengths, dtype=np.int64)
+    total = int(lengths.sum())
+    if total == 0:
+        return np.empty(0, np.int64)
+    ends = np.cumsum(lengths)
+    shift = np.repeat(np.asarray(starts, dtype=np.int64) - (ends - lengths), lengths)
+    return np.arange(total, dtype=np.int64) + shift
+
+
+def gather_sets(parts, part_starts: np.ndarray, doc_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The sets of documents doc_ids (global ids), concatenated in that order: (values, lengths).
+
+    parts: sequence of (values, offsets) per partition (arrays or memory maps); part_starts: int64 (P,), the global
+    id of each partition's first document. Only the requested ranges are read from each partition.
+    """
+    doc_ids = np.asarray(doc_ids, dtype=np.int64)
+    part = np.searchsorted(part_starts, doc_ids, side="right") - 1
+    local = doc_ids - part_starts[part]
+    starts = np.empty(len(doc_ids), np.int64)
+    lengths = np.empty(len(doc_ids), np.int64)
+    for p in np.unique(part).tolist():
+        m = part == p
+        offs = parts[p][1]
+        starts[m] = offs[local[m]]
+        lengths[m] = offs[local[m] + 1] - starts[m]
+    out = np.empty(int(lengths.sum()), np.uint32)
+    out_starts = np.cumsum(lengths) - lengths
+    for p in np.unique(part).tolist():
+        m = part == p
+        out[ranges(out_starts[m], lengths[m])] = parts[p][0][ranges(starts[m], lengths[m])]
+    return out, lengths
+
+
+def gather_rows(parts, part_starts: np.ndarray, doc_ids: np.ndarray) -> np.ndarray:
+    """Rows doc_ids (global ids) of a matrix stored as one 2-D array per partition."""
+    doc_ids = np.asarray(doc_ids, dtype=np.int64)
+    part = np.searchsorted(part_starts, doc_ids, side="right") - 1
+    local = doc_ids - part_starts[part]
+    out = np.empty((len(doc_ids),) + parts[0].shape[1:], dtype=parts[0].dtype)
+    for p in np.unique(part).tolist():
+        m = part == p
+        out[m] = parts[p][local[m]]
+    return out
+
+
+def intersection_sizes(va: np.ndarray, la: np.ndarray, vb: np.ndarray, lb: np.ndarray) -> np.ndarray:
+    """|A_i ∩ B_i| for each i, given the sets A_i (concatenated va, lengths la) and B_i (vb, lb).
+
+    Tags every element with its pair index, sorts, and counts equal neighbours: within one pair an equal neighbour
+    can only be an element of both sets, because each set is free of repeats.
+    """
+    m = len(la)
+    tag = np.r_[np.repeat(np.arange(m, dtype=U64), la), np.repeat(np.arange(m, dtype=U64), lb)]
+    keys = (tag << U64(32)) | np.r_[va, vb].astype(U64)
+    keys.sort()
+    dup = keys[1:] == keys[:-1]
+    return np.bincount((keys[1:][dup] >> U64(32)).astype(np.int64), minlength=m)
+
+
+def jaccard(inter: np.ndarray, la: np.ndarray, lb: np.ndarray) -> np.ndarray:
+    """|A ∩ B| / (|A| + |B| - |A ∩ B|); 0 where both sets are empty."""
+    union = np.asarray(la) + np.asarray(lb) - inter
+    return np.divide(inter, union, out=np.zeros(len(inter)), where=union > 0)
