@@ -125,6 +125,7 @@ class App:
                 raise click.UsageError(f"{command} needs a work dir: pass -w/--workdir DIR (or use `neardup run`)")
             work = WorkDir(path)
             work.lock(self.wait_lock)
+            click.get_current_context().find_root().call_on_close(work.release)  # on errors too
             if self.force:
                 work.clear()
             progress = self.progress if self.progress is not None else sys.stderr.isatty()
@@ -189,6 +190,8 @@ source_options = _options(
     click.option("--exclude", multiple=True, metavar="GLOB", help="Skip files whose name or relative path matches."),
     click.option("--hidden", is_flag=True, help="Also read hidden files and folders (names starting with '.')."),
     click.option("--follow-links", is_flag=True, help="Follow symbolic links inside folders (loops are detected)."),
+    click.option("--partition-docs", type=click.IntRange(1), default=SOURCE_DEFAULTS.partition_docs, hidden=True,
+                 help="Documents per partition (the unit of parallel work and of resume)."),
 )
 shingle_options = _options(
     click.option("--unit", type=click.Choice(UNITS), default=SHINGLE_DEFAULTS.unit, show_default=True,
@@ -223,15 +226,17 @@ format_option = click.option("--format", "fmt", type=click.Choice(FORMATS), defa
                              help="Output format of the pairs.")
 
 
-def _source(jsonl, id_field, text_field, strict, include, exclude, hidden, follow_links, null) -> SourceParams:
+def _source(jsonl, id_field, text_field, strict, include, exclude, hidden, follow_links, partition_docs,
+            null) -> SourceParams:
     return SourceParams(jsonl=jsonl, id_field=id_field, text_field=text_field, strict=strict,
                         include=tuple(include), exclude=tuple(exclude), hidden=hidden, follow_links=follow_links,
-                        null=null)
+                        null=null, partition_docs=partition_docs)
 
 
 def _print_pairs(pairs: list[dict], fmt: str, null: bool) -> None:
-    stream = io.TextIOWrapper(click.get_binary_stream("stdout"), encoding="utf-8", errors="surrogateescape",
-                              newline="", write_through=True)
+    sys.stdout.flush()
+    stream = io.TextIOWrapper(sys.stdout.buffer, encoding="utf-8", errors="surrogateescape", newline="",
+                              write_through=True)
     try:
         write_pairs(stream, pairs, fmt, null)
         stream.flush()
@@ -263,10 +268,7 @@ def cli(ctx):
 def _finish(ctx, results):
     """Exit status: 2 when some input could not be read (results for the rest were printed), else 0."""
     app = _app(ctx)
-    if app.runner is not None:
-        app.runner.work.release()
-        return 2 if app.runner.soft_errors else 0
-    return 0
+    return 2 if app.runner is not None and app.runner.soft_errors else 0
 
 
 @cli.command()

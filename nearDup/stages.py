@@ -38,16 +38,17 @@ class Runner:
 
 # ---------------------------------------------------------------------------------------------- chain checks
 
-def require(work: WorkDir, name: str) -> dict:
+def require(work: WorkDir, name: str, consumer: str | None = None) -> dict:
     """The stored record of stage `name`, after checking that it and every stage before it are present and
-    consistent: each record's upstream key must be the key of the stage before it."""
+    consistent: each record's upstream key must be the key of the stage before it. The error names the stages to
+    re-run, up to the consumer (the stage about to read `name`'s result)."""
     stages = work.read_manifest()["stages"]
-    upto = STAGES.index(name)
+    upto = STAGES.index(consumer or name)
     previous = None
-    for i, stage in enumerate(STAGES[:upto + 1]):
+    for i, stage in enumerate(STAGES[:STAGES.index(name) + 1]):
         record = stages.get(stage)
         if record is None:
-            what = "shingle PATH..." if stage == "shingle" else " ".join(STAGES[i:upto + 1])
+            what = " ".join("shingle PATH..." if s == "shingle" else s for s in STAGES[i:upto + 1])
             raise WorkDirError(f"{work.root}: the {stage} stage has not run; run `neardup -w {work.root} {what}`")
         if previous is not None and record.get("upstream") != previous["key"]:
             raise WorkDirError(f"{work.root}: the {stage} stage is out of date (the {STAGES[i - 1]} stage changed "
@@ -243,7 +244,7 @@ def signature_partition(task: SignatureTask) -> None:
 
 def signature(runner: Runner, params: SignatureParams) -> dict:
     work = runner.work
-    upstream = require(work, "shingle")
+    upstream = require(work, "shingle", consumer="signature")
     keys = [digest("signature", FORMAT, params, k) for k in upstream["partitions"]]
     key = digest("signature", keys)
     record = _up_to_date(work, "signature", key)
@@ -302,7 +303,7 @@ def choose_bands(num_perm: int, threshold: float | None, bands: int | None, rows
 
 def band(runner: Runner, threshold: float | None = None, bands: int | None = None, rows: int | None = None) -> dict:
     work = runner.work
-    upstream = require(work, "signature")
+    upstream = require(work, "signature", consumer="band")
     num_perm = upstream["params"]["num_perm"]
     params = choose_bands(num_perm, threshold, bands, rows)
     keys = [digest("band", FORMAT, params, k) for k in upstream["partitions"]]
@@ -331,7 +332,7 @@ def describe_bands(params: BandParams, num_perm: int) -> str:
 
 def candidates(runner: Runner, params: CandidateParams) -> dict:
     work = runner.work
-    upstream = require(work, "band")
+    upstream = require(work, "band", consumer="candidates")
     shingle_record = require(work, "shingle")
     key = digest("candidates", FORMAT, params, upstream["key"])
     record = _up_to_date(work, "candidates", key)
@@ -394,7 +395,7 @@ def verify_chunk(task: VerifyTask) -> tuple[np.ndarray, np.ndarray, np.ndarray, 
 
 def verify(runner: Runner, params: VerifyParams) -> dict:
     work = runner.work
-    upstream = require(work, "candidates")
+    upstream = require(work, "candidates", consumer="verify")
     key = digest("verify", FORMAT, params, upstream["key"])
     record = _up_to_date(work, "verify", key)
     if record is not None and work.path("verify", "pairs.jsonl").exists():
@@ -419,8 +420,8 @@ def verify(runner: Runner, params: VerifyParams) -> dict:
         a, b = docs[pairs[p, 0]]["id"], docs[pairs[p, 1]]["id"]
         if b < a:
             a, b = b, a
-        out.append({"a": a, "b": b, "jaccard": round(float(similarity[p]), 6),
-                    "estimate": round(float(estimate[p]), 6), "intersection": int(inter[p]),
+        out.append({"a": a, "b": b, "jaccard": float(similarity[p]), "estimate": float(estimate[p]),
+                    "intersection": int(inter[p]),
                     "union": int(la[p] + lb[p] - inter[p])})
     out.sort(key=lambda r: (-r["jaccard"], r["a"], r["b"]))
     work.save_array(work.path("verify", "pairs.npy"), pairs[keep])

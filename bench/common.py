@@ -1,0 +1,65 @@
+"""What the peers and the ground truth share: listing a corpus folder, and the one common Python shingler.
+
+The shingler is the same text model as nearDup's defaults (--unit word -k 5): NFKC, case folding, maximal runs of
+\\w, word 5-grams. Shingles are the 5 words joined by one space, encoded as UTF-8, in a set of bytes.
+"""
+from __future__ import annotations
+
+import os
+import re
+import unicodedata
+
+WORD = re.compile(r"\w+")
+K = 5
+THRESHOLD = 0.8
+NUM_PERM = 128
+BANDS, ROWS = 9, 13
+
+
+def list_corpus(root: str) -> list[tuple[str, str]]:
+    """(id, path) of every file under root, id being the path relative to root with "/", sorted by id."""
+    out = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = [d for d in dirnames if not d.startswith(".")]
+        for name in filenames:
+            if name.startswith("."):
+                continue
+            path = os.path.join(dirpath, name)
+            out.append((os.path.relpath(path, root).replace(os.sep, "/"), path))
+    out.sort()
+    return out
+
+
+def read_text(path: str) -> str:
+    with open(path, "rb") as f:
+        return f.read().decode("utf-8", errors="replace")
+
+
+def shingles(text: str, k: int = K) -> set[bytes]:
+    """Word k-shingles of the normalised text: {"w1 w2 w3 w4 w5".encode(), ...}; empty when < k words."""
+    toks = WORD.findall(unicodedata.normalize("NFKC", text).casefold())
+    return {" ".join(toks[i:i + k]).encode("utf-8") for i in range(len(toks) - k + 1)}
+
+
+def jaccard(a: set, b: set) -> float:
+    inter = len(a & b)
+    return inter / (len(a) + len(b) - inter) if (a or b) else 0.0
+
+
+def read_pairs(path: str) -> dict[tuple[str, str], float]:
+    """A pair file `jaccard<TAB>a<TAB>b` -> {(min(a,b), max(a,b)): jaccard}."""
+    pairs = {}
+    with open(path, encoding="utf-8", errors="surrogateescape") as f:
+        for line in f:
+            line = line.rstrip("\n")
+            if not line:
+                continue
+            j, a, b = line.split("\t")
+            pairs[(min(a, b), max(a, b))] = float(j)
+    return pairs
+
+
+def write_pairs(path: str, pairs: dict[tuple[str, str], float]) -> None:
+    with open(path, "w", encoding="utf-8", errors="surrogateescape") as f:
+        for (a, b), j in sorted(pairs.items(), key=lambda kv: (-kv[1], kv[0])):
+            f.write(f"{j:.4f}\t{a}\t{b}\n")

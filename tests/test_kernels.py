@@ -1,0 +1,221 @@
+"""Kernels against the textbook (MMDS ch. 3), slow pure-Python references, and statistical bounds."""
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from nearDup import corpus
+from nearDup.config import ShingleParams
+from nearDup.kernels import lsh, minhash, sets
+from nearDup.kernels.shingle import CodePointHasher, TokenHasher, csr_sets, kgram_hashes
+
+
+def csr(list_of_sets):
+    values = np.concatenate([np.array(sorted(s), dtype=np.uint32) for s in list_of_sets]) if list_of_sets else []
+    offsets = np.r_[0, np.cumsum([len(s) for s in list_of_sets])].astype(np.int64)
+    return np.asarray(values, dtype=np.uint32), offsets
+
+
+def exact_jaccard_kernel(a: set, b: set) -> float:
+    values, offsets = csr([a, b])
+    parts = [(values, offsets)]
+    va, la = sets.gather_sets(parts, np.array([0]), [0])
+    vb, lb = sets.gather_sets(parts, np.array([0]), [1])
+    return float(sets.jaccard(sets.intersection_sizes(va, la, vb, lb), la, lb)[0])
+
+
+def shingle_set(text: str, unit: str, k: int) -> set:
+    params = ShingleParams(unit=unit, k=k)
+    norm = corpus.normalise(text, params)
+    th = TokenHasher().hash_tokens(corpus.words(norm)) if unit == "word" else CodePointHasher().hash_text(norm)
+    _, hashes = kgram_hashes(th, np.array([len(th)]), k)
+    return set(hashes.tolist())
+
+
+# ------------------------------------------------------------------------------------------ MMDS examples
+
+def test_mmds_jaccard_example_3_1():
+    # MMDS Example 3.1: {a,b,c,d} and {c,d,e,f} share 2 of 6 elements.
+    a, b, c, d, e, f = range(1, 7)
+    assert exact_jaccard_kernel({a, b, c, d}, {c, d, e, f}) == pytest.approx(2 / 6)
+
+
+def test_mmds_document_monument_char_3_shingles():
+    # 'document' and 'monument' share the 3-shingles ume, men, ent: 3 of 9.
+    assert exact_jaccard_kernel(shingle_set("document", "char", 3), shingle_set("monument", "char", 3)) == \
+        pytest.approx(3 / 9)
+
+
+def test_mmds_signature_matrix_example_3_8():
+    # Figure 3.4's matrix: S1={0,3}, S2={2}, S3={1,3,4}, S4={0,2,3}; h1 = x+1 mod 5, h2 = 3x+1 mod 5.
+    values, offsets = csr([{0, 3}, {2}, {1, 3, 4}, {0, 2, 3}])
+    sig = minhash.affine_signatures(values, offsets, np.array([1, 3]), np.array([1, 1]), prime=5)
+    assert sig.T.tolist() == [[1, 3, 0, 1], [0, 2, 0, 0]]
+
+
+def test_mmds_figure_3_8_s_curve():
+    s = [0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8]
+    expected = [0.006, 0.047, 0.186, 0.470, 0.802, 0.975, 0.9996]
+    got = lsh.s_curve(s, 20, 5)
+    for g, e in zip(got, expected):
+        assert round(float(g), len(str(e)) - 2) == e
+
+
+def test_threshold_and_inflection_formulas():
+    assert lsh.approximate_threshold(20, 5) == pytest.approx((1 / 20) ** (1 / 5))
+    b, r = 20, 5
+    s = lsh.inflection_point(b, r)
+    # P''(s) changes sign at the inflection point (numerical second difference).
+    h = 1e-4
+    second = lambda x: lsh.s_curve(x + h, b, r) - 2 * lsh.s_curve(x, b, r) + lsh.s_curve(x - h, b, r)
+    assert second(s - 0.01) > 0 > second(s + 0.01)
+
+
+# ------------------------------------------------------------------------------------------ choosing (b, r)
+
+def _error_midpoint(t, b, r, steps=2000):
+    """Independent integration (midpoint rule, plain Python) of the FP area below t and FN area above t."""
+    p = lambda s: 1 - (1 - s ** r) ** b
+    fp = sum(p((i + 0.5) * t / steps) for i in range(steps)) * t / steps
+    fn = sum(1 - p(t + (i + 0.5) * (1 - t) / steps) for i in range(steps)) * (1 - t) / steps
+    return 0.5 * fp + 0.5 * fn
+
+
+@pytest.mark.parametrize("threshold,num_perm", [(0.5, 64), (0.8, 128), (0.9, 32)])
+def test_optimal_bands_minimises_the_weighted_error(threshold, num_perm):
+    b, r = lsh.optimal_bands(threshold, num_perm)
+    assert b * r <= num_perm
+    best = _error_midpoint(threshold, b, r)
+    for bb in range(1, num_perm + 1):
+        for rr in range(1, num_perm // bb + 1):
+            assert best <= _error_midpoint(threshold, bb, rr) + 1e-4
+
+
+# ------------------------------------------------------------------------------------------ references
+
+def test_csr_sets_matches_python_sets():
+    rng = np.random.default_rng(1)
+    doc = np.sort(rng.integers(0, 50, 3000))
+    h = rng.integers(0, 400, 3000).astype(np.uint32)  # many repeats
+    values, offsets = csr_sets(doc, h, 52)
+    for d in range(52):
+        assert values[offsets[d]:offsets[d + 1]].tolist() == sorted(set(h[doc == d].tolist()))
+
+
+def test_kgram_hashes_never_cross_documents_and_are_order_sensitive():
+    th = np.array([1, 2, 3, 4, 5, 6], dtype=np.uint32)
+    doc, h = kgram_hashes(th, np.array([2, 1, 3]), 2)  # docs [1,2], [3], [4,5,6]
+    assert doc.tolist() == [0, 2, 2]
+    ab = kgram_hashes(np.array([7, 8], np.uint32), np.array([2]), 2)[1]
+    ba = kgram_hashes(np.array([8, 7], np.uint32), np.array([2]), 2)[1]
+    assert ab[0] != ba[0]
+
+
+def test_affine_signatures_match_slow_reference():
+    rng = np.random.default_rng(2)
+    groups = [set(rng.integers(0, 2**32, rng.integers(0, 40)).tolist()) for _ in range(20)]
+    values, offsets = csr(groups)
+    a, b = minhash.draw_affine_parameters(16, seed=3)
+    sig = minhash.affine_signatures(values, offsets, a, b)
+    p = minhash.AFFINE_PRIME
+    for d, s in enumerate(groups):
+        for i in range(16):
+            expected = min(((int(a[i]) * (x % p) + int(b[i])) % p for x in s), default=int(minhash.EMPTY))
+            assert sig[d, i] == expected
+
+
+def test_oph_matches_slow_reference_before_densification():
+    rng = np.random.default_rng(4)
+    groups = [set(rng.integers(0, 2**32, 300).tolist()) for _ in range(5)]
+    values, offsets = csr(groups)
+    n_perm = 32
+    sig = minhash.oph_signatures(values, offsets, n_perm, seed=9)
+    for d, s in enumerate(groups):
+        permuted = minhash.permute32(np.array(sorted(s), dtype=np.uint32), 9).tolist()
+        for i in range(n_perm):
+            in_bin = [v for v in permuted if (v * n_perm) >> 32 == i]
+            if in_bin:  # densified bins are checked by the collision tests below
+                assert sig[d, i] == min(in_bin)
+
+
+def test_permute32_is_a_bijection_on_a_sample():
+    x = np.arange(1 << 20, dtype=np.uint32)
+    assert len(np.unique(minhash.permute32(x, 5))) == len(x)
+
+
+def test_empty_sets_get_empty_rows():
+    values, offsets = csr([set(), {1, 2}])
+    for sig in (minhash.oph_signatures(values, offsets, 8, 1),
+                minhash.affine_signatures(values, offsets, *minhash.draw_affine_parameters(8, 1))):
+        assert (sig[0] == minhash.EMPTY).all() and (sig[1] != minhash.EMPTY).all()
+
+
+def test_intersection_sizes_match_python_sets():
+    rng = np.random.default_rng(5)
+    groups = [set(rng.integers(0, 60, rng.integers(0, 30)).tolist()) for _ in range(30)]
+    values, offsets = csr(groups)
+    parts = [(values[:offsets[10]], offsets[:11]), (values[offsets[10]:], offsets[10:] - offsets[10])]
+    starts = np.array([0, 10])
+    pairs = np.array(list(itertools.combinations(range(30), 2)))
+    va, la = sets.gather_sets(parts, starts, pairs[:, 0])
+    vb, lb = sets.gather_sets(parts, starts, pairs[:, 1])
+    inter = sets.intersection_sizes(va, la, vb, lb)
+    for (a, b), got in zip(pairs.tolist(), inter.tolist()):
+        assert got == len(groups[a] & groups[b])
+
+
+def test_bucket_pairs_match_brute_force_grouping():
+    rng = np.random.default_rng(6)
+    keys = rng.integers(0, 40, 200).astype(np.uint64)
+    ids = np.arange(200, dtype=np.int64) * 3
+    pairs, large = lsh.bucket_pairs(keys, ids, max_bucket=10**6)
+    expected = {(int(ids[i]), int(ids[j])) for i, j in itertools.combinations(range(200), 2) if keys[i] == keys[j]}
+    assert {tuple(p) for p in pairs.tolist()} == expected and len(large) == 0
+
+
+def test_large_buckets_become_stars_and_are_reported():
+    keys = np.zeros(500, dtype=np.uint64)
+    pairs, large = lsh.bucket_pairs(keys, np.arange(500, dtype=np.int64), max_bucket=100)
+    assert len(pairs) == 499 and set(pairs[:, 0].tolist()) == {0}
+    assert large.tolist()[0][:2] == [0, 500]
+
+
+def test_band_keys_equal_exactly_when_bands_equal():
+    sig = np.array([[1, 2, 3, 4], [1, 2, 9, 4], [5, 2, 3, 4]], dtype=np.uint32)
+    keys = lsh.band_keys(sig, 2, 2)
+    assert keys[0, 0] == keys[1, 0] and keys[0, 1] != keys[1, 1]
+    assert keys[0, 0] != keys[2, 0] and keys[0, 1] == keys[2, 1]
+
+
+# ------------------------------------------------------------------------------------------ statistics
+
+def _pairs_with_jaccard(rng, j: float, size: int, count: int):
+    """count pairs of random sets with |A| = |B| = size and Jaccard exactly j (up to rounding of |A ∩ B|)."""
+    inter = round(2 * size * j / (1 + j))
+    groups, truth = [], []
+    for _ in range(count):
+        pool = rng.choice(2**32, size=2 * size - inter, replace=False).astype(np.uint32)
+        groups += [set(pool[:size].tolist()), set(pool[size - inter:].tolist())]
+        truth.append(inter / (2 * size - inter))
+    return groups, float(np.mean(truth))
+
+
+@pytest.mark.parametrize("method", ["oph", "permutation"])
+@pytest.mark.parametrize("j,size", [(0.2, 400), (0.5, 30), (0.8, 150), (0.9, 2000)])
+def test_minhash_estimate_is_unbiased(method, j, size):
+    """The mean estimate over independent pairs lies within 4 standard errors of the true mean Jaccard."""
+    rng = np.random.default_rng(int(j * 100) + size)
+    groups, truth = _pairs_with_jaccard(rng, j, size, 300)
+    values, offsets = csr(groups)
+    num_perm = 128
+    if method == "oph":
+        sig = minhash.oph_signatures(values, offsets, num_perm, seed=11)
+    else:
+        sig = minhash.affine_signatures(values, offsets, *minhash.draw_affine_parameters(num_perm, 11))
+    estimates = (sig[0::2] == sig[1::2]).mean(axis=1)
+    se = estimates.std(ddof=1) / np.sqrt(len(estimates))
+    assert abs(estimates.mean() - truth) < 4 * se + 1e-3
+    # and the spread is what a binomial over num_perm rows predicts, within a factor (densification adds some)
+    assert estimates.std() < 2 * np.sqrt(truth * (1 - truth) / num_perm) + 1e-3
