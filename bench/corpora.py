@@ -8,7 +8,8 @@ Every corpus is laid out the same way:
 
     DEST/docs/...        the documents, one file each (this folder is what the tools are run on)
     DEST/meta.json       kind, parameters, number of documents, total bytes
-    DEST/injected.tsv    (edited, scale) the injected near-duplicate pairs: a <TAB> b <TAB> edit rate
+    DEST/injected.tsv    (edited, scale) the injected near-duplicate pairs: a <TAB> b <TAB> edit rate <TAB> exact
+                         Jaccard of their word 5-shingles (common.py)
 
 Ids (in injected.tsv and in every pair file of the harness) are paths relative to DEST/docs, with "/".
 
@@ -35,6 +36,9 @@ import sys
 import time
 
 import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import common  # noqa: E402
 
 IMDB = "/work/shared/corpora/imdb50k.jsonl.gz"
 WORD = re.compile(r"\w+")
@@ -98,10 +102,12 @@ def _write(docs: str, rel: str, text: str) -> int:
 
 def _finish(dest: str, meta: dict, injected: list[tuple[str, str, float]] | None) -> dict:
     if injected is not None:
+        docs = os.path.join(dest, "docs")
         with open(os.path.join(dest, "injected.tsv"), "w") as f:
             for a, b, rate in injected:
                 a, b = min(a, b), max(a, b)
-                f.write(f"{a}\t{b}\t{rate}\n")
+                j = common.jaccard(*(common.shingles(common.read_text(os.path.join(docs, x))) for x in (a, b)))
+                f.write(f"{a}\t{b}\t{rate}\t{j:.4f}\n")
     with open(os.path.join(dest, "meta.json"), "w") as f:
         json.dump(meta, f, indent=1)
     return meta

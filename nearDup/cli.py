@@ -6,7 +6,6 @@ exit status 2 in one place (NearDupGroup.main).
 from __future__ import annotations
 
 import dataclasses
-import io
 import json
 import os
 import sys
@@ -14,13 +13,14 @@ import traceback
 
 import click
 
-from . import __version__, stages
-from .config import (DEFAULT_THRESHOLD, METHODS, UNITS, CandidateParams, ShingleParams, SignatureParams,
-                     SourceParams, VerifyParams, default_jobs)
+from . import __version__, actions, stages
+from .config import (DEFAULT_THRESHOLD, METHODS, UNITS, CandidateParams, ClusterParams, ShingleParams,
+                     SignatureParams, SourceParams, VerifyParams, default_jobs)
 from .engine import LocalEngine
 from .errors import NearDupError
+from .groups import DEFAULT_RULES, RULES, KeeperRules
 from .kernels import lsh
-from .output import FORMATS, write_pairs
+from .output import FORMATS, SELECTIONS, Printer, text_stream
 from .store import STAGES, WorkDir
 
 SHINGLE_DEFAULTS = ShingleParams()
@@ -70,9 +70,8 @@ class NearDupGroup(click.Group):
         try:
             code = super().main(args, prog_name or "neardup", complete_var, standalone_mode=False, **extra)
             code = code if isinstance(code, int) else 0
-        except click.exceptions.Abort:
-            code = 130
-        except KeyboardInterrupt:
+        except (click.exceptions.Abort, KeyboardInterrupt):
+            _abort_output()
             code = 130
         except click.ClickException as e:
             where = f"{e.ctx.command_path}: " if getattr(e, "ctx", None) is not None else "neardup: "
@@ -97,6 +96,20 @@ class NearDupGroup(click.Group):
         return code
 
 
+_ACTIVE: list["App"] = []  # the App of the command line being run, for closing its output on Ctrl-C
+
+
+def _abort_output() -> None:
+    """Ctrl-C or SIGTERM: close a started JSONL stream with a summary that says it was aborted."""
+    for app in _ACTIVE:
+        if app.printer is not None and not app.finished:
+            try:
+                app.printer.summary({}, aborted=True)
+                app.printer.stream.flush()
+            except (OSError, ValueError):
+                pass
+
+
 def _silence_stdout() -> None:
     """After a closed pipe, point stdout at /dev/null so the interpreter's final flush cannot fail again."""
     try:
@@ -117,6 +130,36 @@ class App:
     progress: bool | None = None
     debug: bool = False
     runner: stages.Runner | None = None
+    # what to print, and how
+    select: str | None = None
+    fmt: str | None = None
+    null: bool = False
+    color: str = "auto"
+    quiet: bool = False
+    exit_code: bool = False
+    reference_only: bool = False
+    action: str = "remove"
+    quarantine: str | None = None
+    printer: Printer | None = None
+    finished: bool = False
+    last: str | None = None  # the last stage whose result can be printed: verify or cluster
+
+    def output_format(self) -> str:
+        return self.fmt or ("human" if sys.stdout.isatty() else "tsv")
+
+    def use_color(self) -> bool:
+        if self.color != "auto":
+            return self.color == "always"
+        return (sys.stdout.isatty() and "NO_COLOR" not in os.environ
+                and os.environ.get("TERM", "") != "dumb")
+
+    def start_output(self, params: dict) -> None:
+        """Open stdout for results and, for JSONL, write the header now (so an abort can close the stream)."""
+        if self.printer is None and not self.quiet:
+            fmt = "tsv" if self.select == "script" else self.output_format()  # a script is a script
+            self.printer = Printer(text_stream(sys.stdout.buffer), fmt, self.null, self.use_color())
+            self.printer.header(__version__, self.select or "pairs", params)
+            _ACTIVE.append(self)
 
     def open(self, default: str | None = None, command: str = "") -> stages.Runner:
         if self.runner is None:
@@ -128,8 +171,12 @@ class App:
             click.get_current_context().find_root().call_on_close(work.release)  # on errors too
             if self.force:
                 work.clear()
-            progress = self.progress if self.progress is not None else sys.stderr.isatty()
-            self.runner = stages.Runner(work, LocalEngine(self.jobs or default_jobs(), progress), _log)
+            progress = self.progress if self.progress is not None else sys.stderr.isatty() and not self.quiet
+            self.runner = stages.Runner(work, LocalEngine(self.jobs or default_jobs(), progress),
+                                        (lambda message: None) if self.quiet else _log)
+            ctx = click.get_current_context()
+            self.start_output({k: v for k, v in ctx.params.items()  # how work is split never shows in results
+                               if v not in (None, (), False) and k != "partition_docs"})
         return self.runner
 
 
@@ -150,7 +197,7 @@ def _setter(attr: str):
 
 
 def common_options(f):
-    """-w, --jobs, --force, --wait-lock, --progress, --debug: accepted before the stages or on any of them."""
+    """Options accepted before the stages or on any of them: where to work, and what to print how."""
     for decorator in reversed([
         click.option("-w", "--workdir", type=click.Path(file_okay=False), callback=_setter("workdir"),
                      expose_value=False, help="Work dir holding every stage's results (default for run: a "
@@ -165,6 +212,23 @@ def common_options(f):
                      help="Progress bars on stderr [default: only when stderr is a terminal]."),
         click.option("--debug", is_flag=True, default=None, callback=_setter("debug"), expose_value=False,
                      help="Show a traceback on errors."),
+        click.option("--print", "select", type=click.Choice(SELECTIONS), callback=_setter("select"),
+                     expose_value=False, help="What to print: pairs [default], groups, or one path per line of the "
+                                              "dupes, keepers or uniques."),
+        click.option("--format", "fmt", type=click.Choice(FORMATS), callback=_setter("fmt"), expose_value=False,
+                     help="tsv, jsonl (typed records: header, records, summary), csv, human, fdupes [default: human "
+                          "on a terminal, else tsv]."),
+        click.option("-0", "--null", is_flag=True, default=None, callback=_setter("null"), expose_value=False,
+                     help="NUL-terminated records on stdout (and NUL-separated paths read from stdin)."),
+        click.option("--color", type=click.Choice(["auto", "never", "always"]), callback=_setter("color"),
+                     expose_value=False, help="Colour in the human format [default: auto: only on a terminal, "
+                                              "not with NO_COLOR or TERM=dumb]."),
+        click.option("-q", "--quiet", is_flag=True, default=None, callback=_setter("quiet"), expose_value=False,
+                     help="Print nothing (errors excepted); only set the exit status."),
+        click.option("--exit-code", is_flag=True, default=None, callback=_setter("exit_code"), expose_value=False,
+                     help="Exit 1 when duplicates were found (0 when none; 2 on errors)."),
+        click.option("--reference-only", is_flag=True, default=None, callback=_setter("reference_only"),
+                     expose_value=False, help="Report only groups that contain a --reference document."),
     ]):
         f = decorator(f)
     return f
@@ -178,8 +242,6 @@ def _options(*decorators):
     return apply
 
 
-null_option = click.option("-0", "--null", is_flag=True,
-                           help="NUL-separated records: paths read from stdin, and records written to stdout.")
 source_options = _options(
     click.option("--jsonl", is_flag=True, help="Each PATH is a JSONL file (.gz allowed; - for stdin) of records."),
     click.option("--id-field", default=SOURCE_DEFAULTS.id_field, show_default=True, help="JSONL field of the id."),
@@ -222,8 +284,24 @@ band_options = _options(
 candidate_options = click.option(
     "--max-bucket", type=click.IntRange(2), default=CandidateParams().max_bucket, show_default=True,
     help="A bucket with more documents is paired with its first document only (star), and reported.")
-format_option = click.option("--format", "fmt", type=click.Choice(FORMATS), default="tsv", show_default=True,
-                             help="Output format of the pairs.")
+cluster_options = _options(
+    click.option("--link", type=click.Choice(["keeper", "connected"]), default=ClusterParams().link,
+                 show_default=True, help="keeper: every member is >= the threshold against its keeper; connected: "
+                                         "connected components of the verified pairs."),
+    click.option("--keep", default=",".join(DEFAULT_RULES), show_default=True, metavar="RULES",
+                 help=f"Keeper rules in order, comma-separated: {', '.join(RULES)}."),
+    click.option("--prefer", metavar="REGEX", help="Prefer keepers whose path matches (rule 'prefer', first "
+                                                   "unless placed in --keep)."),
+)
+script_options = _options(
+    click.option("--action", type=click.Choice(actions.ACTIONS), callback=_setter("action"), expose_value=False,
+                 help="What the script does to each duplicate: remove, move (to --quarantine), or link (replace "
+                      "by a hard link to its keeper) [default: remove]."),
+    click.option("--quarantine", type=click.Path(file_okay=False), callback=_setter("quarantine"),
+                 expose_value=False, help="Folder the script moves duplicates into (--action move)."),
+)
+reference_option = click.option("--reference", "references", multiple=True, metavar="PATH",
+                                help="Also read PATH; its documents are always keepers, never proposed for removal.")
 
 
 def _source(jsonl, id_field, text_field, strict, include, exclude, hidden, follow_links, partition_docs,
@@ -233,15 +311,47 @@ def _source(jsonl, id_field, text_field, strict, include, exclude, hidden, follo
                         null=null, partition_docs=partition_docs)
 
 
-def _print_pairs(pairs: list[dict], fmt: str, null: bool) -> None:
-    sys.stdout.flush()
-    stream = io.TextIOWrapper(sys.stdout.buffer, encoding="utf-8", errors="surrogateescape", newline="",
-                              write_through=True)
-    try:
-        write_pairs(stream, pairs, fmt, null)
-        stream.flush()
-    finally:
-        stream.detach()
+def _cluster_params(link, keep, prefer) -> ClusterParams:
+    rules = KeeperRules.parse(keep, prefer)
+    return ClusterParams(link, rules.order, rules.prefer)
+
+
+def _report(app: App) -> int:
+    """Print the result of the last stage run (pairs after verify, groups after cluster) as --print asks;
+    return the exit status."""
+    runner = app.runner
+    work = runner.work
+    select = app.select or ("groups" if app.last == "cluster" else "pairs")
+    pairs = stages.verified_pairs(work)
+    groups = stages.clusters(work) if select != "pairs" else None
+    if app.reference_only and groups is not None:
+        groups = [g for g in groups if any(m["reference"] for m in g["members"])]
+    printer = app.printer
+    counts = {"pairs": len(pairs)}
+    if groups is not None:
+        counts.update(groups=len(groups), duplicates=sum(m["role"] == "duplicate" for g in groups
+                                                          for m in g["members"]))
+    if printer is not None:
+        if select == "pairs":
+            printer.pairs(pairs)
+        elif select == "groups":
+            printer.groups(groups)
+        elif select == "script":
+            docs = {d["id"]: d for d in stages.load_docs(work)}
+            printer.text(actions.make_script(groups, docs, app.action, app.quarantine))
+        elif select == "uniques":
+            grouped = {m["id"] for g in stages.clusters(work) for m in g["members"]}
+            printer.paths([d["id"] for d in stages.load_docs(work) if d["id"] not in grouped], "unique")
+        else:
+            role = {"dupes": ("duplicate",), "keepers": ("keeper",)}[select]
+            printer.paths([m["id"] for g in groups for m in g["members"] if m["role"] in role], select[:-1])
+        printer.summary(counts)
+        printer.stream.flush()
+    app.finished = True
+    found = bool(groups) if groups is not None else bool(pairs)
+    if runner.soft_errors:
+        return 2
+    return 1 if app.exit_code and found else 0
 
 
 # ---------------------------------------------------------------------------------------------- commands
@@ -268,21 +378,26 @@ def cli(ctx):
 def _finish(ctx, results):
     """Exit status: 2 when some input could not be read (results for the rest were printed), else 0."""
     app = _app(ctx)
-    return 2 if app.runner is not None and app.runner.soft_errors else 0
+    if app.runner is None:
+        return 0
+    if app.last is None:
+        return 2 if app.runner.soft_errors else 0
+    return _report(app)
 
 
 @cli.command()
 @click.argument("paths", nargs=-1, required=True, type=str)
 @source_options
-@null_option
+@reference_option
 @shingle_options
 @common_options
 @click.pass_context
-def shingle(ctx, paths, unit, k, whitespace, strip_punct, null, **source):
+def shingle(ctx, paths, unit, k, whitespace, strip_punct, references, **source):
     """Read documents (files, folders, - for a path list on stdin, or JSONL) into sets of hashed k-shingles."""
-    runner = _app(ctx).open(command="shingle")
-    stages.shingle(runner, list(paths), _source(null=null, **source),
-                   ShingleParams(unit, k, whitespace, strip_punct))
+    app = _app(ctx)
+    runner = app.open(command="shingle")
+    stages.shingle(runner, list(paths), _source(null=app.null, **source),
+                   ShingleParams(unit, k, whitespace, strip_punct), references=references)
 
 
 @cli.command()
@@ -314,46 +429,120 @@ def candidates(ctx, max_bucket):
 
 @cli.command()
 @threshold_option
-@format_option
-@null_option
 @common_options
 @click.pass_context
-def verify(ctx, threshold, fmt, null):
+def verify(ctx, threshold):
     """Exact Jaccard of each candidate pair; print those >= --threshold."""
-    runner = _app(ctx).open(command="verify")
+    app = _app(ctx)
+    runner = app.open(command="verify")
     stages.verify(runner, VerifyParams(stages.inherited_threshold(runner.work, threshold)))
-    _print_pairs(stages.verified_pairs(runner.work), fmt, null)
+    app.last = "verify"
+
+
+@cli.command()
+@cluster_options
+@common_options
+@click.pass_context
+def cluster(ctx, link, keep, prefer):
+    """Duplicate groups from the verified pairs, each with a keeper chosen by --keep rules; print them."""
+    app = _app(ctx)
+    stages.cluster(app.open(command="cluster"), _cluster_params(link, keep, prefer))
+    app.last = "cluster"
 
 
 @cli.command()
 @click.argument("paths", nargs=-1, required=True, type=str)
 @source_options
+@reference_option
 @shingle_options
 @signature_options
 @band_options
 @candidate_options
-@format_option
-@null_option
+@cluster_options
+@click.option("--groups", is_flag=True, help="Print duplicate groups (the same as --print groups).")
+@script_options
 @common_options
 @click.pass_context
 def run(ctx, paths, unit, k, whitespace, strip_punct, num_perm, seed, minhash, threshold, bands, rows, max_bucket,
-        fmt, null, **source):
-    """All stages, from documents to verified pairs on stdout."""
+        references, link, keep, prefer, groups, **source):
+    """All stages, from documents to verified pairs (or groups, or paths) on stdout."""
     app = _app(ctx)
-    source_params = _source(null=null, **source)
+    if groups and app.select is None:
+        app.select = "groups"
+    cluster_params = _cluster_params(link, keep, prefer)
+    source_params = _source(null=app.null, **source)
     shingle_params = ShingleParams(unit, k, whitespace, strip_punct)
     for path in paths:  # before a cache work dir is made for them
         if path != "-" and not os.path.exists(path):
             raise NearDupError(f"{path}: no such file or directory")
     runner = app.open(stages.default_workdir(list(paths), source_params, shingle_params), "run")
     if app.workdir is None:
-        _log(f"work dir: {runner.work.root}")
-    stages.shingle(runner, list(paths), source_params, shingle_params)
+        runner.log(f"work dir: {runner.work.root}")
+    stages.shingle(runner, list(paths), source_params, shingle_params, references=references)
     stages.signature(runner, SignatureParams(num_perm, seed, minhash))
     stages.band(runner, threshold, bands, rows)
     stages.candidates(runner, CandidateParams(max_bucket))
     stages.verify(runner, VerifyParams(stages.inherited_threshold(runner.work, threshold)))
-    _print_pairs(stages.verified_pairs(runner.work), fmt, null)
+    app.last = "verify"
+    if (app.select or "pairs") != "pairs" or app.reference_only:
+        stages.cluster(runner, cluster_params)
+        app.last = "cluster"
+
+
+@cli.command()
+@script_options
+@common_options
+@click.pass_context
+def script(ctx):
+    """Print a reviewable sh script that removes, moves or hard-links the duplicates of the groups (never their
+    keepers or reference documents); `sh script.sh -n` is a dry run."""
+    app = _app(ctx)
+    app.select = "script"
+    app.open(command="script")
+    app.last = "cluster"  # reads the stored groups; an error names the stage to run if there are none
+
+
+@cli.command()
+@click.argument("a", type=click.Path(dir_okay=False))
+@click.argument("b", type=click.Path(dir_okay=False))
+@shingle_options
+@threshold_option
+@click.option("--explain", is_flag=True, help="Show A with the passages it shares with B highlighted.")
+@common_options
+@click.pass_context
+def compare(ctx, a, b, unit, k, whitespace, strip_punct, threshold, explain):
+    """Exact Jaccard and containment of two documents; exit 0 if Jaccard >= --threshold, else 1."""
+    app = _app(ctx)
+    threshold = threshold if threshold is not None else DEFAULT_THRESHOLD
+    result = actions.compare(a, b, ShingleParams(unit, k, whitespace, strip_punct))
+    if not app.quiet:
+        lines = [f"jaccard\t{result['jaccard']:.4f}",
+                 f"containment\t{result['containment_a_in_b']:.4f}\t(A in B)",
+                 f"containment\t{result['containment_b_in_a']:.4f}\t(B in A)",
+                 f"shingles\t{result['shingles_a']}\t{result['shingles_b']}\t{result['shared']} shared"]
+        click.echo("\n".join(lines))
+        if explain:
+            _explain(app, result, unit)
+    ctx.exit(0 if result["jaccard"] >= threshold else 1)
+
+
+def _explain(app: App, result: dict, unit: str) -> None:
+    from rich.console import Console
+    from rich.text import Text
+
+    tokens, sep = result["tokens_a"], " " if unit == "word" else ""
+    text, position = Text(), 0
+    for start, end in result["passages"] + [(len(tokens), len(tokens))]:
+        text.append(sep.join(tokens[position:start]) + (sep if start > position else ""))
+        if end > start:
+            shared = sep.join(tokens[start:end])
+            text.append(shared if app.use_color() else f"[[{shared}]]", style="bold yellow")
+            text.append(sep)
+        position = end
+    click.echo(f"shared passages of A: {len(result['passages'])} (covering "
+               f"{sum(e - s for s, e in result['passages'])} of {len(tokens)} {unit}s)")
+    Console(force_terminal=app.use_color(), no_color=not app.use_color(), highlight=False, soft_wrap=True,
+            emoji=False).print(text, markup=False)
 
 
 @cli.command()

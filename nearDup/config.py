@@ -73,6 +73,13 @@ class CandidateParams:
 
 
 @dataclasses.dataclass(frozen=True)
+class ClusterParams:
+    link: str = "keeper"  # or "connected"
+    keep: tuple[str, ...] = ("first", "oldest", "shallowest", "alpha")
+    prefer: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
 class VerifyParams:
     threshold: float = DEFAULT_THRESHOLD
 

@@ -59,6 +59,7 @@ class Document:
 class Listing:
     items: list[Item]
     skipped: dict[str, int]  # hidden, symlink, excluded
+    args: list[str]  # the arguments, with - replaced by the paths read from stdin
 
 
 # ----------------------------------------------------------------------------------------------------- listing
@@ -98,7 +99,7 @@ def list_items(args: list[str], params: SourceParams, stdin=None, spool: Callabl
             items.setdefault(arg, Item("file", arg, arg, st.st_size, st.st_mtime_ns))
         else:
             raise InputError(f"{arg}: not a regular file or folder")
-    return Listing(sorted(items.values(), key=lambda i: (i.id, i.start)), skipped)
+    return Listing(sorted(items.values(), key=lambda i: (i.id, i.start)), skipped, expanded)
 
 
 def _wanted(rel: str, name: str, params: SourceParams) -> bool:

@@ -1,31 +1,131 @@
-"""Printing verified pairs: tsv (default), jsonl and csv. Writes to a text stream; knows nothing of click.
+"""Printing results: what (pairs, groups, dupes, keepers, uniques) in which format (tsv, jsonl, csv, human, fdupes).
 
-Ids are written back as the bytes they came from (surrogate escapes), so a non-UTF-8 file name survives a round
-trip through a shell pipe; JSONL escapes them as \\udcXX, which `os.fsencode` turns back into the original bytes.
+Writes text to a stream that encodes with surrogateescape, so ids read from non-UTF-8 file names go back out as
+their original bytes (tsv, csv, fdupes, path lists); JSONL escapes them as \\udcXX (valid JSON; `os.fsencode` of
+the decoded string gives the bytes back); the human format shows them with backslash escapes.
+Knows nothing of click or the work dir.
 """
 from __future__ import annotations
 
 import csv
+import io
 import json
 
-FORMATS = ("tsv", "jsonl", "csv")
+SELECTIONS = ("pairs", "groups", "dupes", "keepers", "uniques", "script")
+FORMATS = ("tsv", "jsonl", "csv", "human", "fdupes")
+SCHEMA = 1
 PAIR_FIELDS = ("jaccard", "a", "b", "estimate", "intersection", "union")
 
 
-def write_pairs(stream, pairs: list[dict], fmt: str, null: bool = False) -> None:
-    """tsv: `<jaccard 4 decimals>\\t<a>\\t<b>` per line; jsonl: one object per pair; csv: header then rows."""
-    end = "\0" if null else "\n"
-    if fmt == "tsv":
-        for p in pairs:
-            stream.write(f"{p['jaccard']:.4f}\t{p['a']}\t{p['b']}{end}")
-    elif fmt == "jsonl":
-        for p in pairs:
-            stream.write(json.dumps({k: p[k] for k in PAIR_FIELDS}) + end)
-    elif fmt == "csv":
-        writer = csv.writer(stream, lineterminator=end)
-        writer.writerow(PAIR_FIELDS)
-        for p in pairs:
-            writer.writerow([f"{p['jaccard']:.4f}", p["a"], p["b"], f"{p['estimate']:.4f}", p["intersection"],
-                             p["union"]])
-    else:
-        raise ValueError(f"unknown format {fmt!r}")
+def displayable(text: str) -> str:
+    """A string safe for a terminal: undecodable bytes (surrogate escapes) shown as \\xNN."""
+    return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
+class Printer:
+    """One run's stdout. JSONL is a stream of typed records: a header, the records, a summary."""
+
+    def __init__(self, stream, fmt: str, null: bool = False, color: bool = False):
+        self.stream, self.fmt, self.color = stream, fmt, color
+        self.end = "\0" if null else "\n"
+        self._console = None
+
+    # -------------------------------------------------------------------------------- framing (jsonl only)
+    def header(self, tool_version: str, selection: str, params: dict) -> None:
+        if self.fmt == "jsonl":
+            self._json({"type": "header", "schema": SCHEMA, "tool": "nearDup", "version": tool_version,
+                        "print": selection, "params": params})
+
+    def summary(self, counts: dict, aborted: bool = False) -> None:
+        if self.fmt == "jsonl":
+            self._json({"type": "summary", **counts, "aborted": aborted})
+
+    def _json(self, record: dict) -> None:
+        self.stream.write(json.dumps(record, sort_keys=False) + self.end)
+
+    # -------------------------------------------------------------------------------- records
+    def pairs(self, pairs: list[dict]) -> None:
+        if self.fmt == "jsonl":
+            for p in pairs:
+                self._json({"type": "pair", **{k: p[k] for k in PAIR_FIELDS}})
+        elif self.fmt == "csv":
+            self._csv(["jaccard", "a", "b", "estimate", "intersection", "union"],
+                      ([f"{p['jaccard']:.4f}", p["a"], p["b"], f"{p['estimate']:.4f}", p["intersection"],
+                        p["union"]] for p in pairs))
+        elif self.fmt == "human":
+            console = self._rich()
+            for p in pairs:
+                console.print(f"[bold]{p['jaccard']:.4f}[/]  {_esc(p['a'])}  [dim]~[/]  {_esc(p['b'])}")
+        elif self.fmt == "fdupes":
+            for p in pairs:
+                self.stream.write(f"{p['a']}{self.end}{p['b']}{self.end}{self.end}")
+        else:
+            for p in pairs:
+                self.stream.write(f"{p['jaccard']:.4f}\t{p['a']}\t{p['b']}{self.end}")
+
+    def groups(self, groups: list[dict]) -> None:
+        if self.fmt == "jsonl":
+            for g in groups:
+                self._json({"type": "group", "group": g["group"], "keeper": g["keeper"], "size": g["size"],
+                            "min_jaccard": g["min_jaccard"], "max_jaccard": g["max_jaccard"],
+                            "pairwise": g["pairwise"], "anchored": g["anchored"],
+                            "members": [{k: m[k] for k in ("id", "role", "jaccard", "reference")}
+                                        for m in g["members"]]})
+        elif self.fmt == "csv":
+            self._csv(["group", "role", "jaccard", "path"],
+                      ([g["group"], m["role"], f"{m['jaccard']:.4f}", m["id"]] for g in groups for m in g["members"]))
+        elif self.fmt == "human":
+            console = self._rich()
+            for g in groups:
+                console.print(f"[bold]group {g['group']}[/]: {g['size']} documents, Jaccard "
+                              f"{g['min_jaccard']:.2f}-{g['max_jaccard']:.2f}"
+                              + (" [yellow](anchored: large bucket)[/]" if g["anchored"] else ""))
+                for m in g["members"]:
+                    mark = {"keeper": "[green]keep[/]", "reference": "[cyan]ref [/]"}.get(m["role"], "[red]dupe[/]")
+                    console.print(f"  {mark}  {m['jaccard']:.4f}  {_esc(m['id'])}")
+                console.print()
+        elif self.fmt == "fdupes":
+            for g in groups:
+                for m in g["members"]:
+                    self.stream.write(m["id"] + self.end)
+                self.stream.write(self.end)
+        else:
+            for g in groups:
+                for m in g["members"]:
+                    self.stream.write(f"{g['group']}\t{m['role']}\t{m['jaccard']:.4f}\t{m['id']}{self.end}")
+
+    def paths(self, paths: list[str], role: str) -> None:
+        if self.fmt == "jsonl":
+            for p in paths:
+                self._json({"type": "path", "role": role, "path": p})
+        else:  # one path per record whatever the format: made for xargs
+            for p in paths:
+                self.stream.write(p + self.end)
+
+    def text(self, text: str) -> None:
+        self.stream.write(text)
+
+    # -------------------------------------------------------------------------------- helpers
+    def _csv(self, header: list, rows) -> None:
+        writer = csv.writer(self.stream, lineterminator=self.end)
+        writer.writerow(header)
+        writer.writerows(rows)
+
+    def _rich(self):
+        if self._console is None:
+            from rich.console import Console
+
+            self._console = Console(file=self.stream, force_terminal=self.color, no_color=not self.color,
+                                    highlight=False, soft_wrap=True, emoji=False)
+        return self._console
+
+
+def _esc(text: str) -> str:
+    from rich.markup import escape
+
+    return escape(displayable(text))
+
+
+def text_stream(binary) -> io.TextIOWrapper:
+    """A text layer over a binary stream that writes surrogate escapes back as their bytes."""
+    return io.TextIOWrapper(binary, encoding="utf-8", errors="surrogateescape", newline="", write_through=True)

@@ -15,9 +15,10 @@ from typing import Callable
 import numpy as np
 
 from . import corpus
-from .config import (DEFAULT_THRESHOLD, FORMAT, BandParams, CandidateParams, ShingleParams, SignatureParams,
-                     SourceParams, VerifyParams, digest)
+from .config import (DEFAULT_THRESHOLD, FORMAT, BandParams, CandidateParams, ClusterParams, ShingleParams,
+                     SignatureParams, SourceParams, VerifyParams, digest)
 from .errors import InputError, ParameterError, WorkDirError
+from .groups import KeeperRules, build_groups
 from .kernels import lsh, minhash, sets
 from .kernels.shingle import CodePointHasher, TokenHasher, csr_sets, kgram_hashes
 from .store import STAGES, WorkDir
@@ -131,15 +132,18 @@ def shingle_partition(task: ShingleTask) -> None:
         "replaced": sum(1 for r in records if r["replaced"]), **problems})
 
 
-def shingle(runner: Runner, args: list[str], source: SourceParams, params: ShingleParams, stdin=None) -> dict:
+def shingle(runner: Runner, args: list[str], source: SourceParams, params: ShingleParams, stdin=None,
+            references: tuple[str, ...] = ()) -> dict:
+    """references: folders or files whose documents are always keepers (read like the other arguments)."""
     work = runner.work
-    listing = corpus.list_items(args, source, stdin, spool=work.spool)
+    listing = corpus.list_items([*args, *references], source, stdin, spool=work.spool)
+    inputs = [{"path": p, "reference": i >= len(listing.args) - len(references)} for i, p in enumerate(listing.args)]
     if not listing.items:
         raise InputError(f"{' '.join(args)}: no documents found (folder empty, or every file hidden or excluded)")
     parts = corpus.partition(listing.items, source)
     keys = [digest("shingle", FORMAT, params, source.id_field, source.text_field, source.strict,
                    [item.fingerprint() for item in part]) for part in parts]
-    key = digest("shingle", keys)
+    key = digest("shingle", keys, inputs)
     record = _up_to_date(work, "shingle", key)
     if record is not None and all(work.part_done("shingle", i, k, SHINGLE_FILES) for i, k in enumerate(keys)):
         runner.log(f"shingle: up to date ({_shingle_summary(record)})")
@@ -158,8 +162,8 @@ def shingle(runner: Runner, args: list[str], source: SourceParams, params: Shing
             elif isinstance(value, int) and name != "key":
                 totals[name] = totals.get(name, 0) + value
     docs = [done["docs"] for done in dones]
-    record = {"key": key, "params": asdict(params), "source": asdict(source), "partitions": keys, "docs": docs,
-              "stats": totals}
+    record = {"key": key, "params": asdict(params), "source": asdict(source), "inputs": inputs, "partitions": keys,
+              "docs": docs, "stats": totals}
     _check_documents(runner, record, params, args)
     work.record_stage("shingle", record)
     runner.log(f"shingle: {_shingle_summary(record)}" + (f"; {reused} of {len(keys)} partitions reused" if reused
@@ -211,11 +215,19 @@ def _report_problems(runner: Runner, record: dict) -> None:
 
 
 def load_docs(work: WorkDir, shingle_record: dict | None = None) -> list[dict]:
-    """Every document record, in global order."""
+    """Every document record, in global order, with `arg` (index of the argument it was found under) and
+    `reference` (found under a --reference path)."""
     record = shingle_record or require(work, "shingle")
     docs = []
     for i in range(len(record["partitions"])):
         docs.extend(work.load_jsonl(work.part("shingle", i, "docs.jsonl"), "shingle"))
+    inputs = record.get("inputs", [])
+    prefixes = [(p["path"] if p["path"].endswith("/") else p["path"] + "/") for p in inputs]
+    for doc in docs:
+        arg = next((i for i, p in enumerate(inputs) if doc["id"] == p["path"] or doc["id"].startswith(prefixes[i])),
+                   0)
+        doc["arg"] = arg
+        doc["reference"] = bool(inputs) and inputs[arg]["reference"]
     return docs
 
 
@@ -379,15 +391,20 @@ class VerifyTask:
     starts: tuple
 
 
+def set_overlap(work: WorkDir, starts: np.ndarray, a: np.ndarray, b: np.ndarray):
+    """(|A ∩ B|, |A|, |B|) of the stored shingle sets of documents a[i] and b[i]."""
+    shingles = PartitionArrays(work, "shingle", ("values.npy", "offsets.npy"))
+    va, la = sets.gather_sets(shingles, starts, a)
+    vb, lb = sets.gather_sets(shingles, starts, b)
+    return sets.intersection_sizes(va, la, vb, lb), la, lb
+
+
 def verify_chunk(task: VerifyTask) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """For candidate pairs [lo, hi): |A ∩ B|, |A|, |B| of the shingle sets and the signature agreement."""
     work = WorkDir(task.root)
     pairs = np.asarray(work.load_array(work.path("candidates", "pairs.npy"), "candidates", mmap=True)[task.lo:task.hi])
     starts = np.asarray(task.starts, dtype=np.int64)
-    shingles = PartitionArrays(work, "shingle", ("values.npy", "offsets.npy"))
-    va, la = sets.gather_sets(shingles, starts, pairs[:, 0])
-    vb, lb = sets.gather_sets(shingles, starts, pairs[:, 1])
-    inter = sets.intersection_sizes(va, la, vb, lb)
+    inter, la, lb = set_overlap(work, starts, pairs[:, 0], pairs[:, 1])
     signatures = PartitionArrays(work, "signature", ("npy",))
     agree = (sets.gather_rows(signatures, starts, pairs[:, 0]) == sets.gather_rows(signatures, starts, pairs[:, 1]))
     return inter, la, lb, agree.mean(axis=1)
@@ -433,6 +450,52 @@ def verify(runner: Runner, params: VerifyParams) -> dict:
     work.record_stage("verify", record)
     runner.log(f"verify: {len(out)} of {n} candidate pairs have exact Jaccard >= {params.threshold}")
     return record
+
+
+# ---------------------------------------------------------------------------------------------- 6. cluster
+
+def cluster(runner: Runner, params: ClusterParams) -> dict:
+    work = runner.work
+    upstream = require(work, "verify", consumer="cluster")
+    shingle_record = require(work, "shingle")
+    key = digest("cluster", FORMAT, params, upstream["key"], shingle_record["inputs"])
+    record = _up_to_date(work, "cluster", key)
+    if record is not None and work.path("cluster", "clusters.jsonl").exists():
+        runner.log(f"cluster: up to date ({_cluster_summary(record)})")
+        return record
+    docs = load_docs(work, shingle_record)
+    edges = work.load_array(work.path("verify", "pairs.npy"), "verify")
+    anchors = {b["anchor"] for b in work.load_jsonl(work.path("candidates", "large_buckets.jsonl"), "candidates")}
+    starts = part_starts(shingle_record)
+
+    def similarity(a, b):
+        out = []
+        for lo in range(0, len(a), VERIFY_CHUNK):
+            inter, la, lb = set_overlap(work, starts, a[lo:lo + VERIFY_CHUNK], b[lo:lo + VERIFY_CHUNK])
+            out.append(sets.jaccard(inter, la, lb))
+        return np.concatenate(out) if out else np.empty(0)
+
+    rules = KeeperRules.parse(",".join(params.keep), params.prefer)
+    groups = build_groups(docs, edges, upstream["params"]["threshold"], rules, params.link, similarity, anchors)
+    work.save_jsonl(work.path("cluster", "clusters.jsonl"), groups)
+    record = {"key": key, "params": asdict(params), "upstream": upstream["key"], "stats": {
+        "groups": len(groups), "documents": sum(g["size"] for g in groups),
+        "duplicates": sum(m["role"] == "duplicate" for g in groups for m in g["members"]),
+        "anchored": sum(g["anchored"] for g in groups)}}
+    work.record_stage("cluster", record)
+    runner.log(f"cluster: {_cluster_summary(record)}")
+    return record
+
+
+def _cluster_summary(record: dict) -> str:
+    s = record["stats"]
+    return (f"{s['groups']} groups of {s['documents']} documents ({s['duplicates']} duplicates of a keeper; "
+            f"link {record['params']['link']})")
+
+
+def clusters(work: WorkDir) -> list[dict]:
+    require(work, "cluster")
+    return work.load_jsonl(work.path("cluster", "clusters.jsonl"), "cluster")
 
 
 def verified_pairs(work: WorkDir) -> list[dict]:

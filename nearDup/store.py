@@ -15,6 +15,7 @@
       verify/pairs.npy                 int64 (m, 2) verified pairs (global numbers)
       verify/scores.npy                float64 (m, 2): exact Jaccard, signature estimate
       verify/pairs.jsonl               the verified pairs with ids and scores, best first
+      cluster/clusters.jsonl           duplicate groups: keeper, members with Jaccard against it, bounds
       <stage>/part-00000.done.json     written last: the partition's key and counts (resume skips it)
 
 A document's global number is its partition's first number (the running sum of documents per partition, kept in
@@ -40,7 +41,7 @@ from . import __version__
 from .config import FORMAT
 from .errors import WorkDirError
 
-STAGES = ("shingle", "signature", "band", "candidates", "verify")
+STAGES = ("shingle", "signature", "band", "candidates", "verify", "cluster")
 MANIFEST = "manifest.json"
 
 

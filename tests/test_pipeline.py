@@ -80,13 +80,16 @@ def test_jobs_and_partitioning_do_not_change_output(corpus, tmp_path):
 
 def test_formats(tmp_path):
     w = tmp_path / "w"
-    jsonl = invoke("-w", w, "run", SAMPLE, "--format", "jsonl").stdout.splitlines()
-    record = json.loads(jsonl[0])
-    assert {"a", "b", "jaccard", "estimate"} <= set(record) and record["jaccard"] == 1.0
+    records = [json.loads(line) for line in invoke("-w", w, "run", SAMPLE, "--format", "jsonl").stdout.splitlines()]
+    assert records[0]["type"] == "header" and records[0]["schema"] == 1
+    assert records[-1] == {"type": "summary", "pairs": 10, "aborted": False}
+    pairs = records[1:-1]
+    assert all(r["type"] == "pair" and {"a", "b", "jaccard", "estimate"} <= set(r) for r in pairs)
+    assert pairs[0]["jaccard"] == 1.0 and len(pairs) == 10
     csv = invoke("-w", w, "run", SAMPLE, "--format", "csv").stdout.splitlines()
-    assert csv[0].startswith("jaccard,a,b,estimate") and len(csv) == len(jsonl) + 1
+    assert csv[0].startswith("jaccard,a,b,estimate") and len(csv) == len(pairs) + 1
     nul = invoke("-w", w, "verify", "-0").stdout
-    assert nul.count("\0") == len(jsonl) and "\n" not in nul
+    assert nul.count("\0") == len(pairs) and "\n" not in nul
 
 
 # ------------------------------------------------------------------------------------------ CLI parsing
@@ -96,7 +99,7 @@ def test_chained_stages_and_options_after_positionals(tmp_path):
     r = invoke("-w", w, "shingle", SAMPLE, "--unit", "word", "signature", "--num-perm", 256, "band", "--threshold",
                0.7, "candidates", "verify", "--format", "jsonl")
     assert r.exit_code == 0, r.stderr
-    assert "256 oph permutations" in r.stderr and len(r.stdout.splitlines()) == 10
+    assert "256 oph permutations" in r.stderr and len(r.stdout.splitlines()) == 10 + 2  # header, summary
     manifest = json.loads((w / "manifest.json").read_text())["stages"]
     assert manifest["verify"]["params"]["threshold"] == 0.7  # inherited from band
     r = invoke("-w", w, "verify", "--threshold", 0.9)

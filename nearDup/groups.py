@@ -1,0 +1,122 @@
+"""From verified pairs to duplicate groups: components, keeper rules, and the keeper link.
+
+Similarity is not transitive: a ~ b and b ~ c does not make a ~ c. With link="connected" a group is a connected
+component of the verified pairs. With link="keeper" (the default) every member must itself be >= the threshold
+against its group's keeper; members that are not are taken out and grouped again among themselves, so no group
+ever holds a document that is not a near-duplicate of what would be kept. Only verified pairs make edges: a false
+LSH candidate never joins two groups.
+"""
+from __future__ import annotations
+
+import dataclasses
+import re
+from typing import Callable
+
+import numpy as np
+
+from .errors import ParameterError
+from .kernels.cluster import components, groups_of
+
+RULES = ("longest", "shortest", "oldest", "newest", "first", "shallowest", "alpha", "prefer")
+DEFAULT_RULES = ("first", "oldest", "shallowest", "alpha")
+ALL_PAIRS_UP_TO = 200  # groups up to this size get min/max Jaccard over all pairs; larger ones over known pairs
+
+
+@dataclasses.dataclass(frozen=True)
+class KeeperRules:
+    """An ordered list of criteria, like rmlint's -S; reference documents always come first, ids break ties."""
+
+    order: tuple[str, ...] = DEFAULT_RULES
+    prefer: str | None = None
+
+    @classmethod
+    def parse(cls, text: str, prefer: str | None = None) -> "KeeperRules":
+        order = tuple(r.strip() for r in text.split(",") if r.strip())
+        unknown = [r for r in order if r not in RULES]
+        if unknown:
+            raise ParameterError(f"--keep: unknown rule {unknown[0]!r}; choose from {', '.join(RULES)}")
+        if prefer is not None:
+            try:
+                re.compile(prefer)
+            except re.error as e:
+                raise ParameterError(f"--prefer: not a regular expression ({e})") from None
+            if "prefer" not in order:
+                order = ("prefer", *order)
+        return cls(order, prefer)
+
+    def sort_key(self, doc: dict) -> tuple:
+        pattern = re.compile(self.prefer) if self.prefer else None
+        key: list = [not doc.get("reference", False)]
+        for rule in self.order:
+            key.append({
+                "longest": lambda: -doc["size"], "shortest": lambda: doc["size"],
+                "oldest": lambda: doc["mtime_ns"], "newest": lambda: -doc["mtime_ns"],
+                "first": lambda: doc.get("arg", 0), "shallowest": lambda: doc["id"].count("/"),
+                "alpha": lambda: doc["id"],
+                "prefer": lambda: not (pattern is not None and pattern.search(doc["id"]) is not None),
+            }[rule]())
+        key.append(doc["id"])
+        return tuple(key)
+
+
+def build_groups(docs: list[dict], edges: np.ndarray, threshold: float, rules: KeeperRules, link: str,
+                 similarity: Callable[[np.ndarray, np.ndarray], np.ndarray], anchors: set[int]) -> list[dict]:
+    """Duplicate groups, largest first. docs: global document records; edges: (m, 2) verified pairs;
+    similarity(a, b): exact Jaccard of document arrays a and b, pairwise; anchors: documents that anchored a
+    bucket too large to pair out (groups holding one say so)."""
+    labels = components(len(docs), edges)
+    pending = groups_of(labels)
+    groups = []
+    while pending:
+        keepers = np.array([min(g.tolist(), key=lambda d: rules.sort_key(docs[d])) for g in pending], np.int64)
+        others = [g[g != k] for g, k in zip(pending, keepers)]
+        sims = np.split(similarity(np.repeat(keepers, [len(o) for o in others]), np.concatenate(others)),
+                        np.cumsum([len(o) for o in others])[:-1])
+        pending = []
+        for keeper, members, sim in zip(keepers.tolist(), others, sims):
+            if link == "keeper":
+                far = members[sim < threshold]
+                members, sim = members[sim >= threshold], sim[sim >= threshold]
+                if len(far) > 1:  # the rest may still be near-duplicates of each other
+                    inside = np.isin(edges[:, 0], far) & np.isin(edges[:, 1], far)
+                    pending.extend(groups_of(components(len(docs), edges[inside])))
+            if len(members):
+                groups.append(_group(docs, keeper, members, sim, anchors))
+    _pairwise_bounds(groups, docs, edges, similarity)
+    groups.sort(key=lambda g: (-g["size"], g["keeper"]))
+    for number, group in enumerate(groups, start=1):
+        group["group"] = number
+    return groups
+
+
+def _group(docs, keeper: int, members: np.ndarray, sim: np.ndarray, anchors: set[int]) -> dict:
+    order = sorted(range(len(members)), key=lambda i: (-sim[i], docs[members[i]]["id"]))
+    rows = [{"id": docs[keeper]["id"], "role": "keeper", "jaccard": 1.0, "doc": keeper,
+             "reference": bool(docs[keeper].get("reference"))}]
+    rows += [{"id": docs[members[i]]["id"], "jaccard": float(sim[i]), "doc": int(members[i]),
+              "role": "reference" if docs[members[i]].get("reference") else "duplicate",
+              "reference": bool(docs[members[i]].get("reference"))} for i in order]
+    return {"type": "group", "keeper": docs[keeper]["id"], "size": len(rows), "members": rows,
+            "anchored": any(r["doc"] in anchors for r in rows)}
+
+
+def _pairwise_bounds(groups: list[dict], docs, edges: np.ndarray, similarity) -> None:
+    """min/max Jaccard over all pairs of each group (exactly, for groups up to ALL_PAIRS_UP_TO), else over the
+    verified and keeper pairs known, said in `pairwise`."""
+    small = [g for g in groups if g["size"] <= ALL_PAIRS_UP_TO]
+    if small:
+        a, b, sizes = [], [], []
+        for g in small:
+            ids = np.array([m["doc"] for m in g["members"]])
+            i, j = np.triu_indices(len(ids), 1)
+            a.append(ids[i])
+            b.append(ids[j])
+            sizes.append(len(i))
+        sims = np.split(similarity(np.concatenate(a), np.concatenate(b)), np.cumsum(sizes)[:-1])
+        for g, s in zip(small, sims):
+            g.update(min_jaccard=float(s.min()), max_jaccard=float(s.max()), pairwise="all pairs")
+    for g in groups:
+        if g["size"] > ALL_PAIRS_UP_TO:
+            known = [m["jaccard"] for m in g["members"][1:]]
+            g.update(min_jaccard=float(min(known)), max_jaccard=float(max(known)),
+                     pairwise="keeper pairs only (group too large for all pairs)")
