@@ -11,6 +11,8 @@ wall = time.perf_counter() around the child (interpreter start-up and imports in
 
 - neardup: the CLI end to end, `neardup run DIR --threshold 0.8 --num-perm 128 --bands 9 --rows 13
   -w <fresh tmp dir> --jobs J`. Candidates parsed from its stderr line `candidates: N pairs ...`.
+  --neardup-source DIR runs the `neardup` command with DIR first on PYTHONPATH (bench/run.py uses it to measure
+  a `git archive` snapshot of one commit while the work tree may be changing).
 - datasketch / rensa: the child (this script with --worker) reads the files, shingles them with the common Python
   shingler (common.py), builds MinHashes, inserts them all into the LSH index then queries each one, and verifies
   every candidate pair with exact Jaccard of the Python sets; it reports seconds per phase.
@@ -80,11 +82,11 @@ class TreeRss(threading.Thread):
             self.stop.wait(self.interval)
 
 
-def measure(cmd: list[str], stdout) -> tuple[dict, str, int, int]:
+def measure(cmd: list[str], stdout, env: dict | None = None) -> tuple[dict, str, int, int]:
     """Run cmd as a child process; (rusage-derived numbers without bytes, stderr, exit code, tree RSS peak)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=stdout, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(cmd, stdout=stdout, stderr=subprocess.PIPE, env=env)
     sampler = TreeRss(proc.pid)
     sampler.start()
     _, err = proc.communicate()
@@ -106,7 +108,17 @@ def _numbers(m: dict, nbytes: int, tree_peak: int) -> dict:
             "peak_rss_mb": round(m["maxrss_kb"] / 1024, 1), "tree_rss_mb": round(tree_peak / MB, 1)}
 
 
-def run_neardup(corpus: str, jobs: int, pairs_file: str | None, extra: list[str]) -> dict:
+def neardup_env(source: str | None) -> dict | None:
+    """The environment for `neardup`: with PYTHONPATH=source, that copy of the nearDup package is imported (it
+    comes before the editable install's finder on the import path); None: the installed `neardup` as it is."""
+    if not source:
+        return None
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.path.abspath(source) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    return env
+
+
+def run_neardup(corpus: str, jobs: int, pairs_file: str | None, extra: list[str], source: str | None) -> dict:
     docs, nbytes = corpus_size(corpus)
     work_parent = tempfile.mkdtemp(prefix="neardup-bench-")
     work = os.path.join(work_parent, "w")
@@ -115,7 +127,7 @@ def run_neardup(corpus: str, jobs: int, pairs_file: str | None, extra: list[str]
     raw = os.path.join(work_parent, "pairs.raw")
     try:
         with open(raw, "wb") as out:
-            m, err, code, tree_peak = measure(cmd, out)
+            m, err, code, tree_peak = measure(cmd, out, neardup_env(source))
         if code != 0:
             raise SystemExit(f"neardup exited {code}: {err.strip()[-2000:]}")
         cand = re.search(r"^candidates: (\d+) pairs", err, re.M)
@@ -232,10 +244,12 @@ def main(argv=None) -> None:
     ap.add_argument("--jobs", type=int, default=1, help="neardup --jobs (the peers are single-threaded)")
     ap.add_argument("--pairs", help="write the verified pairs here (jaccard<TAB>a<TAB>b, ids relative to DIR)")
     ap.add_argument("--neardup-arg", action="append", default=[], help="extra argument for `neardup run`")
+    ap.add_argument("--neardup-source", help="folder holding a nearDup package to run instead of the installed one "
+                                             "(put first on PYTHONPATH of the `neardup` command)")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)  # the measured child of a peer
     args = ap.parse_args(argv)
     if args.tool == "neardup":
-        res = run_neardup(args.corpus, args.jobs, args.pairs, args.neardup_arg)
+        res = run_neardup(args.corpus, args.jobs, args.pairs, args.neardup_arg, args.neardup_source)
     elif args.worker:
         res = run_peer(args.tool, args.corpus, args.pairs)
     else:

@@ -87,12 +87,33 @@ def ensure_corpus(spec: dict) -> dict:
 
 # ------------------------------------------------------------------------------------------------ running
 
-def run_one(corpus: dict, tool: str, jobs: int) -> dict:
+def neardup_snapshot(rev: str) -> tuple[str, str]:
+    """Export nearDup/ at commit `rev` to bench/out/snapshots/<sha>/ (git archive: reads the repo, changes
+    nothing); returns (folder, sha). The benchmark runs that copy, so edits to the work tree during a run (or
+    between its repetitions) cannot mix versions."""
+    sha = subprocess.run(["git", "-C", ROOT, "rev-parse", rev], capture_output=True, text=True,
+                         check=True).stdout.strip()
+    dest = os.path.join(OUT, "snapshots", sha[:12])
+    if not os.path.exists(os.path.join(dest, "nearDup", "__init__.py")):
+        os.makedirs(dest, exist_ok=True)
+        archive = subprocess.run(["git", "-C", ROOT, "archive", sha, "nearDup"], capture_output=True, check=True)
+        subprocess.run(["tar", "-x", "-C", dest], input=archive.stdout, check=True)
+    env = dict(os.environ, PYTHONPATH=dest)
+    where = subprocess.run(["neardup", "--version"], env=env, capture_output=True, text=True)
+    check = subprocess.run([sys.executable, "-c", "import nearDup; print(nearDup.__file__)"], env=env, cwd="/",
+                           capture_output=True, text=True).stdout.strip()
+    if not check.startswith(dest):
+        raise SystemExit(f"snapshot {dest} is not the nearDup that gets imported ({check})")
+    log(f"nearDup: commit {sha[:12]} exported to {dest} ({where.stdout.strip()})")
+    return dest, sha
+
+
+def run_one(corpus: dict, tool: str, jobs: int, source: str | None) -> dict:
     pairs_dir = os.path.join(OUT, "pairs", corpus["name"])
     os.makedirs(pairs_dir, exist_ok=True)
     pairs_file = os.path.join(pairs_dir, f"{tool}-j{jobs}.tsv")
     cmd = [sys.executable, os.path.join(HERE, "peers.py"), "--tool", tool, "--corpus", corpus["docs_dir"],
-           "--jobs", str(jobs), "--pairs", pairs_file]
+           "--jobs", str(jobs), "--pairs", pairs_file] + (["--neardup-source", source] if source else [])
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
         raise SystemExit(f"failed: {shlex.join(cmd)}\n{proc.stderr[-3000:]}")
@@ -188,9 +209,10 @@ def write_report(path: str, args, corpora: list[dict], results: dict, started: f
     L.append(f"- load average (1 min) at start / end: {load[0]:.2f} / {os.getloadavg()[0]:.2f} (other sessions may "
              f"share this machine: CPU seconds are the robust measure, wall seconds are noisier)")
     import numpy
+    what = (f"commit {args.sha[:12]} (exported with git archive and run through the `neardup` command with it "
+            f"first on PYTHONPATH)" if args.sha else f"the work tree as installed, git {_git_head()}")
     L.append(f"- versions: Python {platform.python_version()}, numpy {numpy.__version__}, nearDup "
-             f"{_version('nearDup')} (git {_git_head()}), datasketch {_version('datasketch')}, "
-             f"rensa {_version('rensa')}")
+             f"{_version('nearDup')} at {what}, datasketch {_version('datasketch')}, rensa {_version('rensa')}")
     L.append(f"- command: `{shlex.join(['python', 'bench/run.py', *sys.argv[1:]])}` ({args.reps} repetition(s) "
              f"per configuration, medians; each repetition a whole process)")
     L.append("")
@@ -319,10 +341,15 @@ def main(argv=None) -> None:
     ap.add_argument("--reps", type=int, help="repetitions per configuration [default: 3, --quick: 1]")
     ap.add_argument("--imdb-limit", type=int, help="only the first N imdb reviews (to keep a run short)")
     ap.add_argument("--out", default=os.path.join(HERE, "RESULTS.md"), help="report path [default: bench/RESULTS.md]")
+    ap.add_argument("--rev", default="HEAD", help="the commit of nearDup to measure, exported with git archive "
+                                                  "[default: HEAD when the run starts]")
+    ap.add_argument("--worktree", action="store_true", help="measure the installed `neardup` (the work tree as it "
+                                                            "is, uncommitted edits included) instead of --rev")
     args = ap.parse_args(argv)
     args.reps = args.reps or (1 if args.quick else 3)
     started, load = time.time(), os.getloadavg()
     os.makedirs(OUT, exist_ok=True)
+    source, args.sha = (None, None) if args.worktree else neardup_snapshot(args.rev)
     corpora = [ensure_corpus(spec) for spec in corpus_specs(args)]
     results: dict[str, dict] = {}
     raw_path = os.path.join(OUT, "results.jsonl")
@@ -332,7 +359,7 @@ def main(argv=None) -> None:
         for rep in range(args.reps):
             for tool, jobs in c["tools"]:
                 log(f"{c['name']}: {tool} --jobs {jobs}, repetition {rep + 1}/{args.reps}")
-                res = run_one(c, tool, jobs)
+                res = run_one(c, tool, jobs, source)
                 log(f"  cpu {res['cpu_s']:.1f} s, wall {res['wall_s']:.1f} s, rss {res['peak_rss_mb']:.0f} MB, "
                     f"{res['candidates']} candidates, {res['pairs']} pairs")
                 res["started"] = started
