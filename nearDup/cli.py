@@ -10,15 +10,16 @@ import json
 import os
 import sys
 import traceback
+from typing import Callable
 
 import click
 
-from . import __version__, actions, stages
+from . import __version__, actions, corpus, stages
 from .config import (DEFAULT_THRESHOLD, METHODS, UNITS, CandidateParams, ClusterParams, ShingleParams,
                      SignatureParams, SourceParams, VerifyParams, default_jobs)
 from .engine import LocalEngine
 from .errors import NearDupError
-from .groups import DEFAULT_RULES, RULES, KeeperRules
+from .groups import DEFAULT_RULES, RULES, KeeperRules, replay_groups
 from .kernels import lsh
 from .output import FORMATS, SELECTIONS, Printer, text_stream
 from .store import STAGES, WorkDir
@@ -316,42 +317,69 @@ def _cluster_params(link, keep, prefer) -> ClusterParams:
     return ClusterParams(link, rules.order, rules.prefer)
 
 
-def _report(app: App) -> int:
-    """Print the result of the last stage run (pairs after verify, groups after cluster) as --print asks;
-    return the exit status."""
-    runner = app.runner
-    work = runner.work
+@dataclasses.dataclass
+class Results:
+    """What can be printed: the verified pairs, and (computed only when asked) the groups and the documents."""
+
+    pairs: list[dict]
+    groups: Callable[[], list[dict]]
+    docs: Callable[[], list[dict]]
+    soft_errors: int = 0
+
+    @classmethod
+    def of_workdir(cls, runner: stages.Runner) -> "Results":
+        work = runner.work
+        return cls(stages.verified_pairs(work), lambda: stages.clusters(work), lambda: stages.load_docs(work),
+                   runner.soft_errors)
+
+
+    @classmethod
+    def of_replay(cls, saved: list[dict], threshold: float, params: ClusterParams, references) -> "Results":
+        cache: dict = {}
+
+        def grouped() -> dict:  # computed once, and only if something needs groups
+            if not cache:
+                rules = KeeperRules(params.keep, params.prefer)
+                cache["groups"], cache["docs"] = replay_groups(saved, threshold, rules, params.link, references)
+            return cache
+
+        pairs = [p for p in saved if p["jaccard"] >= threshold]
+        return cls(pairs, lambda: grouped()["groups"], lambda: grouped()["docs"])
+
+
+def _report(app: App, results: Results) -> int:
+    """Print the results as --print asks (default: pairs after verify, groups after cluster); return the exit
+    status."""
     select = app.select or ("groups" if app.last == "cluster" else "pairs")
-    pairs = stages.verified_pairs(work)
-    groups = stages.clusters(work) if select != "pairs" else None
-    if app.reference_only and groups is not None:
+    pairs = results.pairs
+    groups = results.groups() if select != "pairs" or app.reference_only else None
+    if app.reference_only:
         groups = [g for g in groups if any(m["reference"] for m in g["members"])]
-    printer = app.printer
     counts = {"pairs": len(pairs)}
     if groups is not None:
         counts.update(groups=len(groups), duplicates=sum(m["role"] == "duplicate" for g in groups
                                                           for m in g["members"]))
+    printer = app.printer
     if printer is not None:
         if select == "pairs":
             printer.pairs(pairs)
         elif select == "groups":
             printer.groups(groups)
         elif select == "script":
-            docs = {d["id"]: d for d in stages.load_docs(work)}
+            docs = {d["id"]: d for d in results.docs()}
             printer.text(actions.make_script(groups, docs, app.action, app.quarantine))
         elif select == "uniques":
-            grouped = {m["id"] for g in stages.clusters(work) for m in g["members"]}
-            printer.paths([d["id"] for d in stages.load_docs(work) if d["id"] not in grouped], "unique")
+            grouped = {m["id"] for g in results.groups() for m in g["members"]}
+            printer.paths([d["id"] for d in results.docs() if d["id"] not in grouped], "unique")
         else:
-            role = {"dupes": ("duplicate",), "keepers": ("keeper",)}[select]
-            printer.paths([m["id"] for g in groups for m in g["members"] if m["role"] in role], select[:-1])
+            role = {"dupes": "duplicate", "keepers": "keeper"}[select]
+            printer.paths([m["id"] for g in groups for m in g["members"] if m["role"] == role], role)
         printer.summary(counts)
         printer.stream.flush()
     app.finished = True
-    found = bool(groups) if groups is not None else bool(pairs)
-    if runner.soft_errors:
+    if results.soft_errors:
         return 2
-    return 1 if app.exit_code and found else 0
+    return 1 if app.exit_code and (groups if groups is not None else pairs) else 0
 
 
 # ---------------------------------------------------------------------------------------------- commands
@@ -382,7 +410,7 @@ def _finish(ctx, results):
         return 0
     if app.last is None:
         return 2 if app.runner.soft_errors else 0
-    return _report(app)
+    return _report(app, Results.of_workdir(app.runner))
 
 
 @cli.command()
@@ -451,7 +479,7 @@ def cluster(ctx, link, keep, prefer):
 
 
 @cli.command()
-@click.argument("paths", nargs=-1, required=True, type=str)
+@click.argument("paths", nargs=-1, type=str)
 @source_options
 @reference_option
 @shingle_options
@@ -460,16 +488,29 @@ def cluster(ctx, link, keep, prefer):
 @candidate_options
 @cluster_options
 @click.option("--groups", is_flag=True, help="Print duplicate groups (the same as --print groups).")
+@click.option("--replay", type=click.Path(dir_okay=False), metavar="PAIRS.jsonl",
+              help="Re-filter, re-group and re-print saved pairs (jsonl output, or a work dir's "
+                   "verify/pairs.jsonl) without reading any document.")
 @script_options
 @common_options
 @click.pass_context
 def run(ctx, paths, unit, k, whitespace, strip_punct, num_perm, seed, minhash, threshold, bands, rows, max_bucket,
-        references, link, keep, prefer, groups, **source):
+        references, link, keep, prefer, groups, replay, **source):
     """All stages, from documents to verified pairs (or groups, or paths) on stdout."""
     app = _app(ctx)
     if groups and app.select is None:
         app.select = "groups"
     cluster_params = _cluster_params(link, keep, prefer)
+    if replay:
+        if paths:
+            raise click.UsageError("--replay reads saved pairs: give no PATH")
+        saved = corpus.read_pairs(replay, None)
+        t = threshold if threshold is not None else min((p["jaccard"] for p in saved), default=DEFAULT_THRESHOLD)
+        app.last = "cluster" if app.select not in (None, "pairs") else "verify"
+        app.start_output({"replay": replay, "threshold": t})
+        ctx.exit(_report(app, Results.of_replay(saved, t, cluster_params, references)))
+    if not paths:
+        raise click.UsageError("give at least one PATH (a file, a folder, or - for paths on stdin), or --replay")
     source_params = _source(null=app.null, **source)
     shingle_params = ShingleParams(unit, k, whitespace, strip_punct)
     for path in paths:  # before a cache work dir is made for them

@@ -113,10 +113,39 @@ def _pairwise_bounds(groups: list[dict], docs, edges: np.ndarray, similarity) ->
             b.append(ids[j])
             sizes.append(len(i))
         sims = np.split(similarity(np.concatenate(a), np.concatenate(b)), np.cumsum(sizes)[:-1])
-        for g, s in zip(small, sims):
-            g.update(min_jaccard=float(s.min()), max_jaccard=float(s.max()), pairwise="all pairs")
+        for g, s in zip(small, sims):  # NaN: a similarity not known (replayed pairs)
+            g.update(min_jaccard=float(np.nanmin(s)), max_jaccard=float(np.nanmax(s)),
+                     pairwise="known pairs only" if np.isnan(s).any() else "all pairs")
     for g in groups:
         if g["size"] > ALL_PAIRS_UP_TO:
             known = [m["jaccard"] for m in g["members"][1:]]
             g.update(min_jaccard=float(min(known)), max_jaccard=float(max(known)),
                      pairwise="keeper pairs only (group too large for all pairs)")
+
+
+def replay_groups(saved: list[dict], threshold: float, rules: KeeperRules, link: str,
+                  references: tuple[str, ...] = ()) -> tuple[list[dict], list[dict]]:
+    """Groups from saved pairs alone, without reading a document: keeper rules see the files' current size and
+    mtime (os.stat); a similarity not in the pairs is unknown, so the keeper link never keeps such a member.
+    Returns (groups of the pairs >= threshold, every document named in the saved pairs)."""
+    import os
+
+    pairs = [p for p in saved if p["jaccard"] >= threshold]
+    ids = sorted({p["a"] for p in saved} | {p["b"] for p in saved})
+    index = {doc_id: i for i, doc_id in enumerate(ids)}
+    docs = []
+    for doc_id in ids:
+        try:
+            st = os.stat(doc_id)
+            size, mtime = st.st_size, st.st_mtime_ns
+        except OSError:
+            size, mtime = 0, 0
+        reference = any(doc_id == r or doc_id.startswith(r.rstrip("/") + "/") for r in references)
+        docs.append({"id": doc_id, "size": size, "mtime_ns": mtime, "arg": 0, "reference": reference})
+    known = {(min(index[p["a"]], index[p["b"]]), max(index[p["a"]], index[p["b"]])): p["jaccard"] for p in pairs}
+    edges = np.array(sorted(known), dtype=np.int64).reshape(-1, 2)
+
+    def similarity(a, b):
+        return np.array([known.get((min(x, y), max(x, y)), np.nan) for x, y in zip(a.tolist(), b.tolist())])
+
+    return build_groups(docs, edges, threshold, rules, link, similarity, set()), docs

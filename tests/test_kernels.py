@@ -80,13 +80,14 @@ def _error_midpoint(t, b, r, steps=2000):
     p = lambda s: 1 - (1 - s ** r) ** b
     fp = sum(p((i + 0.5) * t / steps) for i in range(steps)) * t / steps
     fn = sum(1 - p(t + (i + 0.5) * (1 - t) / steps) for i in range(steps)) * (1 - t) / steps
-    return 0.5 * fp + 0.5 * fn
+    return lsh.FP_WEIGHT * fp + lsh.FN_WEIGHT * fn
 
 
 @pytest.mark.parametrize("threshold,num_perm", [(0.5, 64), (0.8, 128), (0.9, 32)])
 def test_optimal_bands_minimises_the_weighted_error(threshold, num_perm):
     b, r = lsh.optimal_bands(threshold, num_perm)
-    assert b * r <= num_perm
+    assert b * r <= num_perm and lsh.s_curve(threshold + 0.02, b, r) > 0.8  # recall just above t
+    assert lsh.optimal_bands(0.8, 128, 0.5, 0.5) == (9, 13)  # datasketch's choice with its equal weights
     best = _error_midpoint(threshold, b, r)
     for bb in range(1, num_perm + 1):
         for rr in range(1, num_perm // bb + 1):

@@ -242,3 +242,19 @@ def test_compare_explains_and_sets_exit_status(docs):
     assert similar.returncode == 0 and b"jaccard\t0.9526" in similar.stdout and b"[[" in similar.stdout
     different = neardup("compare", docs / "lighthouses_original.txt", docs / "misc_origami.txt")
     assert different.returncode == 1 and b"jaccard\t0.0000" in different.stdout
+
+
+def test_replay_refilters_and_regroups_without_reading_documents(docs, tmp_path):
+    saved = tmp_path / "saved.jsonl"
+    saved.write_bytes(neardup("-w", tmp_path / "w", "run", docs, "-t", 0.5, "--format", "jsonl").stdout)
+    direct = neardup("-w", tmp_path / "w", "run", docs, "-t", 0.9, "--groups").stdout
+    for p in docs.iterdir():  # the documents' text is gone: replay must not need it
+        p.write_bytes(b"")
+        os.utime(p, (time.time() - (1000 if "original" in p.name else 10),) * 2)
+    replayed = neardup("run", "--replay", saved, "-t", 0.9, "--groups")
+    assert replayed.returncode == 0 and replayed.stdout == direct
+    uniques = lines(neardup("run", "--replay", saved, "-t", 0.9, "--print", "uniques").stdout)
+    assert sorted(uniques) == sorted(str(docs / f"{t}_light_edit.txt") for t in
+                                     ("lighthouses", "water_treatment", "bicycle_history", "chess_openings",
+                                      "sourdough", "tide_pools"))
+    assert neardup("run", "--replay", tmp_path / "nope.jsonl").returncode == 2
