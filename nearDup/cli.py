@@ -68,6 +68,7 @@ class NearDupGroup(click.Group):
         """Run the chain; turn every failure into one line on stderr and an exit status (2 errors, 130 Ctrl-C)."""
         args = list(sys.argv[1:] if args is None else args)
         debug = "--debug" in args
+        _stop_on_sigterm()
         try:
             code = super().main(args, prog_name or "neardup", complete_var, standalone_mode=False, **extra)
             code = code if isinstance(code, int) else 0
@@ -95,6 +96,18 @@ class NearDupGroup(click.Group):
         if standalone_mode:
             sys.exit(code)
         return code
+
+
+def _stop_on_sigterm() -> None:
+    """SIGTERM stops a run like Ctrl-C: cleanly, with exit status 130 (when this is the main thread)."""
+    import signal
+    import threading
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, interrupt)
 
 
 _ACTIVE: list["App"] = []  # the App of the command line being run, for closing its output on Ctrl-C

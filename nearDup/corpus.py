@@ -5,6 +5,7 @@ an Item yields Documents. Nothing here knows the work dir or computes hashes of 
 """
 from __future__ import annotations
 
+import codecs
 import dataclasses
 import fnmatch
 import functools
@@ -45,14 +46,26 @@ class Item:
         return (self.kind, self.id, self.size, self.mtime_ns, self.start, self.end)
 
 
+STREAM_BYTES = 16 << 20  # files larger than this are read and shingled block by block
+BLOCK_BYTES = 4 << 20
+
+
 @dataclasses.dataclass
 class Document:
+    """A document's text, whole (text), or for a large file as pieces cut after whitespace (pieces); sha and
+    replaced of a streamed document are known once its pieces have been consumed."""
+
     id: str
-    text: str
+    text: str | None
     size: int
     mtime_ns: int
     sha: str
     replaced: bool  # invalid UTF-8 was replaced by U+FFFD
+    pieces: Iterator[str] | None = None
+
+
+class BinaryFile(Exception):
+    """Raised while streaming a large file that turns out to hold a NUL byte."""
 
 
 @dataclasses.dataclass
@@ -229,6 +242,9 @@ def read_documents(items: list[Item], params: SourceParams, problems: dict) -> I
         if item.kind == "jsonl":
             yield from _read_jsonl(item, params, problems)
             continue
+        if item.size > STREAM_BYTES:
+            yield _streamed(item)
+            continue
         try:
             with open(item.path, "rb") as f:
                 data = f.read()
@@ -245,6 +261,39 @@ def read_documents(items: list[Item], params: SourceParams, problems: dict) -> I
         text, replaced = decoded
         sha = hashlib.blake2b(data, digest_size=16).hexdigest()
         yield Document(item.id, text, len(data), item.mtime_ns, sha, replaced)
+
+
+def _streamed(item: Item) -> Document:
+    doc = Document(item.id, None, 0, item.mtime_ns, "", False)
+
+    def pieces() -> Iterator[str]:
+        digest = hashlib.blake2b(digest_size=16)
+        with open(item.path, "rb") as f:
+            head = f.read(4)
+            encoding = next((enc for bom, enc in BOMS if head.startswith(bom)), None)
+            skip = next((len(bom) for bom, enc in BOMS if head.startswith(bom)), 0)
+            decoder = codecs.getincrementaldecoder(encoding or "utf-8")("replace")
+            f.seek(0)
+            carry, first = "", True
+            while True:
+                block = f.read(BLOCK_BYTES)
+                digest.update(block)
+                doc.size += len(block)
+                if encoding is None and b"\0" in block:
+                    raise BinaryFile(item.id)
+                text = carry + decoder.decode(block[skip:] if first else block, final=not block)
+                first = False
+                doc.replaced = doc.replaced or "\ufffd" in text
+                cut = max(text.rfind(c) for c in " \n\t\r") + 1 if block else len(text)
+                carry, text = text[cut:], text[:cut]
+                if text:
+                    yield text
+                if not block:
+                    break
+        doc.sha = digest.hexdigest()
+
+    doc.pieces = pieces()
+    return doc
 
 
 def _problem(problems: dict, kind: str, message: str) -> None:
@@ -294,14 +343,19 @@ def _punctuation_table() -> dict[int, None]:
     return {cp: None for cp in range(0x110000) if unicodedata.category(chr(cp)).startswith("P")}
 
 
-def normalise(text: str, params: ShingleParams) -> str:
+def normalise(text: str, params: ShingleParams, first: bool = True, last: bool = True) -> str:
     """NFKC, case folding, optional removal of Unicode punctuation (categories P*), then whitespace runs to one
-    blank (or removed entirely with whitespace="remove"). Word tokens do not depend on the whitespace rule."""
+    blank (or removed entirely with whitespace="remove"). Word tokens do not depend on the whitespace rule.
+    first/last: whether this piece starts/ends the document (only its ends are stripped of blanks)."""
     text = unicodedata.normalize("NFKC", text).casefold()
     if params.strip_punct:
         text = text.translate(_punctuation_table())
     if params.unit == "char":
-        text = SPACE.sub("", text) if params.whitespace == "remove" else SPACE.sub(" ", text).strip()
+        if params.whitespace == "remove":
+            return SPACE.sub("", text)
+        text = SPACE.sub(" ", text)
+        text = text.lstrip(" ") if first else text
+        text = text.rstrip(" ") if last else text
     return text
 
 

@@ -58,9 +58,23 @@ def require(work: WorkDir, name: str, consumer: str | None = None) -> dict:
     return previous
 
 
-def _up_to_date(work: WorkDir, name: str, key: str) -> dict | None:
+def _up_to_date(work: WorkDir, name: str, key: str, log: Callable[[str], None] | None = None) -> dict | None:
+    """The stage's record if it was made with this key and the files it lists are intact (present, same size)."""
     record = work.read_manifest()["stages"].get(name)
-    return record if record is not None and record.get("key") == key else None
+    if record is None or record.get("key") != key:
+        return None
+    for file, size in record.get("files", {}).items():
+        path = work.path(name, file)
+        if not path.exists() or path.stat().st_size != size:
+            if log is not None:
+                log(f"warning: {path} is missing or truncated; recomputing the {name} stage")
+            return None
+    return record
+
+
+def _files(work: WorkDir, stage: str, *names: str) -> dict:
+    """Sizes of a stage's output files, kept in its record so that a damaged file is noticed."""
+    return {name: work.path(stage, name).stat().st_size for name in names}
 
 
 def part_starts(shingle_record: dict) -> np.ndarray:
@@ -86,7 +100,11 @@ class PartitionArrays:
 def _map_partitions(runner: Runner, stage: str, fn, keys: list[str], files: tuple[str, ...], make_task,
                     sizes=None, unit="part") -> int:
     """Run fn over the partitions whose done marker is missing or stale; returns how many were reused."""
-    todo = [i for i, key in enumerate(keys) if runner.work.part_done(stage, i, key, files) is None]
+    work = runner.work
+    todo = [i for i, key in enumerate(keys) if work.part_done(stage, i, key, files) is None]
+    for i in todo:
+        if work.part_done(stage, i, keys[i], ()) is not None:  # finished once, but a file was lost or cut
+            runner.log(f"warning: {work.part(stage, i, '*')} has a missing or truncated file; recomputing it")
     runner.engine.map(fn, [make_task(i) for i in todo], desc=stage,
                       sizes=[sizes[i] for i in todo] if sizes else None, unit=unit)
     return len(keys) - len(todo)
@@ -110,26 +128,60 @@ def shingle_partition(task: ShingleTask) -> None:
     problems: dict = {}
     word_hasher, char_hasher = TokenHasher(), CodePointHasher()
     records, token_hashes, lengths = [], [], []
+    streamed = []  # (document number, its unique shingle hashes) of large files shingled piece by piece
+
+    def hash_tokens(text: str) -> np.ndarray:
+        return (word_hasher.hash_tokens(corpus.words(text)) if task.params.unit == "word"
+                else char_hasher.hash_text(text))
+
     for doc in corpus.read_documents(task.items, task.source, problems):
-        text = corpus.normalise(doc.text, task.params)
-        th = (word_hasher.hash_tokens(corpus.words(text)) if task.params.unit == "word"
-              else char_hasher.hash_text(text))
+        if doc.pieces is not None:
+            try:
+                hashes = _streamed_shingles(doc.pieces, task.params, hash_tokens)
+            except corpus.BinaryFile:
+                problems["binary"] = problems.get("binary", 0) + 1
+                continue
+            streamed.append((len(records), hashes))
+            th = np.empty(0, np.uint32)
+        else:
+            th = hash_tokens(corpus.normalise(doc.text, task.params))
         token_hashes.append(th)
         lengths.append(len(th))
         records.append({"id": doc.id, "size": doc.size, "mtime_ns": doc.mtime_ns, "sha": doc.sha,
                         "replaced": doc.replaced})
     all_tokens = np.concatenate(token_hashes) if token_hashes else np.empty(0, np.uint32)
     doc_index, hashes = kgram_hashes(all_tokens, np.asarray(lengths, np.int64), task.params.k)
+    if streamed:
+        doc_index = np.concatenate([doc_index, *(np.full(len(h), d, np.int64) for d, h in streamed)])
+        hashes = np.concatenate([hashes, *(h for _, h in streamed)])
     values, offsets = csr_sets(doc_index, hashes, len(records))
     for record, n in zip(records, np.diff(offsets).tolist()):
         record["shingles"] = n
     work.save_jsonl(work.part("shingle", task.index, "docs.jsonl"), records)
     work.save_array(work.part("shingle", task.index, "values.npy"), values)
     work.save_array(work.part("shingle", task.index, "offsets.npy"), offsets)
-    work.mark_part_done("shingle", task.index, task.key, {
+    work.mark_part_done("shingle", task.index, task.key, suffixes=SHINGLE_FILES, stats={
         "docs": len(records), "bytes": sum(r["size"] for r in records), "shingles": int(len(values)),
         "short": sum(1 for r in records if r["shingles"] == 0),
         "replaced": sum(1 for r in records if r["replaced"]), **problems})
+
+
+def _streamed_shingles(pieces, params: ShingleParams, hash_tokens) -> np.ndarray:
+    """The unique shingle hashes of a document given as pieces cut after whitespace: each piece's tokens are
+    shingled together with the last k-1 tokens of the text before it, so no shingle is lost or made up at a cut.
+    Memory grows with the number of distinct shingles, not with the text."""
+    tail = np.empty(0, np.uint32)
+    found, previous = [], None
+    for piece in pieces:
+        if previous is not None:
+            th = np.concatenate([tail, hash_tokens(corpus.normalise(previous, params, first=not found, last=False))])
+            found.append(np.unique(kgram_hashes(th, np.array([len(th)]), params.k)[1]))
+            tail = th[len(th) - min(len(th), params.k - 1):]
+        previous = piece
+    if previous is not None:
+        th = np.concatenate([tail, hash_tokens(corpus.normalise(previous, params, first=not found, last=True))])
+        found.append(np.unique(kgram_hashes(th, np.array([len(th)]), params.k)[1]))
+    return np.unique(np.concatenate(found)) if found else np.empty(0, np.uint32)
 
 
 def shingle(runner: Runner, args: list[str], source: SourceParams, params: ShingleParams, stdin=None,
@@ -251,7 +303,7 @@ def signature_partition(task: SignatureTask) -> None:
         a, b = work.load_array(work.path("signature", "permutations.npy"), "signature")
         sig = minhash.affine_signatures(values, offsets, a, b)
     work.save_array(work.part("signature", task.index, "npy"), sig)
-    work.mark_part_done("signature", task.index, task.key, {"docs": len(sig)})
+    work.mark_part_done("signature", task.index, task.key, suffixes=("npy",), stats={"docs": len(sig)})
 
 
 def signature(runner: Runner, params: SignatureParams) -> dict:
@@ -291,7 +343,7 @@ def band_partition(task: BandTask) -> None:
     work = WorkDir(task.root)
     sig = work.load_array(work.part("signature", task.index, "npy"), "signature")
     work.save_array(work.part("band", task.index, "npy"), lsh.band_keys(sig, task.params.bands, task.params.rows))
-    work.mark_part_done("band", task.index, task.key, {"docs": len(sig)})
+    work.mark_part_done("band", task.index, task.key, suffixes=("npy",), stats={"docs": len(sig)})
 
 
 def choose_bands(num_perm: int, threshold: float | None, bands: int | None, rows: int | None) -> BandParams:
@@ -347,8 +399,8 @@ def candidates(runner: Runner, params: CandidateParams) -> dict:
     upstream = require(work, "band", consumer="candidates")
     shingle_record = require(work, "shingle")
     key = digest("candidates", FORMAT, params, upstream["key"])
-    record = _up_to_date(work, "candidates", key)
-    if record is not None and work.path("candidates", "pairs.npy").exists():
+    record = _up_to_date(work, "candidates", key, runner.log)
+    if record is not None:
         runner.log(f"candidates: up to date ({record['stats']['candidates']} pairs)")
         return record
     starts = part_starts(shingle_record)
@@ -368,6 +420,7 @@ def candidates(runner: Runner, params: CandidateParams) -> dict:
     work.save_array(work.path("candidates", "pairs.npy"), pairs)
     work.save_jsonl(work.path("candidates", "large_buckets.jsonl"), large)
     record = {"key": key, "params": asdict(params), "upstream": upstream["key"],
+              "files": _files(work, "candidates", "pairs.npy", "large_buckets.jsonl"),
               "stats": {"candidates": int(len(pairs)), "large_buckets": len(large)}}
     work.record_stage("candidates", record)
     runner.log(f"candidates: {len(pairs)} pairs share a bucket in at least one band")
@@ -414,8 +467,8 @@ def verify(runner: Runner, params: VerifyParams) -> dict:
     work = runner.work
     upstream = require(work, "candidates", consumer="verify")
     key = digest("verify", FORMAT, params, upstream["key"])
-    record = _up_to_date(work, "verify", key)
-    if record is not None and work.path("verify", "pairs.jsonl").exists():
+    record = _up_to_date(work, "verify", key, runner.log)
+    if record is not None:
         runner.log(f"verify: up to date ({record['stats']['pairs']} pairs with Jaccard >= {params.threshold})")
         return record
     shingle_record = require(work, "shingle")
@@ -446,6 +499,7 @@ def verify(runner: Runner, params: VerifyParams) -> dict:
                     if len(keep) else np.empty((0, 2)))
     work.save_jsonl(work.path("verify", "pairs.jsonl"), out)
     record = {"key": key, "params": asdict(params), "upstream": upstream["key"],
+              "files": _files(work, "verify", "pairs.npy", "scores.npy", "pairs.jsonl"),
               "stats": {"candidates": int(n), "pairs": len(out), "rejected": int(n - len(out))}}
     work.record_stage("verify", record)
     runner.log(f"verify: {len(out)} of {n} candidate pairs have exact Jaccard >= {params.threshold}")
@@ -459,8 +513,8 @@ def cluster(runner: Runner, params: ClusterParams) -> dict:
     upstream = require(work, "verify", consumer="cluster")
     shingle_record = require(work, "shingle")
     key = digest("cluster", FORMAT, params, upstream["key"], shingle_record["inputs"])
-    record = _up_to_date(work, "cluster", key)
-    if record is not None and work.path("cluster", "clusters.jsonl").exists():
+    record = _up_to_date(work, "cluster", key, runner.log)
+    if record is not None:
         runner.log(f"cluster: up to date ({_cluster_summary(record)})")
         return record
     docs = load_docs(work, shingle_record)
@@ -478,7 +532,8 @@ def cluster(runner: Runner, params: ClusterParams) -> dict:
     rules = KeeperRules.parse(",".join(params.keep), params.prefer)
     groups = build_groups(docs, edges, upstream["params"]["threshold"], rules, params.link, similarity, anchors)
     work.save_jsonl(work.path("cluster", "clusters.jsonl"), groups)
-    record = {"key": key, "params": asdict(params), "upstream": upstream["key"], "stats": {
+    record = {"key": key, "params": asdict(params), "upstream": upstream["key"],
+              "files": _files(work, "cluster", "clusters.jsonl"), "stats": {
         "groups": len(groups), "documents": sum(g["size"] for g in groups),
         "duplicates": sum(m["role"] == "duplicate" for g in groups for m in g["members"]),
         "anchored": sum(g["anchored"] for g in groups)}}

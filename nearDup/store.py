@@ -165,12 +165,19 @@ class WorkDir:
             done = json.loads(self.part(stage, index, "done.json").read_text(encoding="utf-8"))
         except (OSError, ValueError):
             return None
-        if done.get("key") != key or not all(self.part(stage, index, s).exists() for s in suffixes):
+        if done.get("key") != key:
             return None
+        sizes = done.get("files", {})
+        for suffix in suffixes:  # a missing or truncated file makes the partition not done: it is recomputed
+            path = self.part(stage, index, suffix)
+            if not path.exists() or path.stat().st_size != sizes.get(suffix, -1):
+                return None
         return done
 
-    def mark_part_done(self, stage: str, index: int, key: str, stats: dict) -> None:
-        self.save_json(self.part(stage, index, "done.json"), {"key": key, **stats})
+    def mark_part_done(self, stage: str, index: int, key: str, stats: dict, suffixes: tuple[str, ...]) -> None:
+        """Written last: the partition's key, counts, and the sizes of its files (checked by part_done)."""
+        files = {s: self.part(stage, index, s).stat().st_size for s in suffixes}
+        self.save_json(self.part(stage, index, "done.json"), {"key": key, "files": files, **stats})
 
     def spool(self, name: str, stream) -> str:
         """Copy JSONL from stdin or a .gz file to inputs/, once per content (stdin) or file version (.gz)."""
