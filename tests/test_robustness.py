@@ -1,0 +1,346 @@
+"""Bad input, interruptions and damaged state: nearDup never crashes, never loses work, always says what happened."""
+from __future__ import annotations
+
+import errno
+import json
+import os
+import random
+import resource
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from click.testing import CliRunner
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from nearDup import corpus, store
+from nearDup.cli import cli
+from nearDup.store import WorkDir
+
+from conftest import SAMPLE, brute_force_pairs, generate_corpus
+
+TEXT = (SAMPLE / "lighthouses_original.txt").read_text()
+
+
+def invoke(*args, input=None):
+    return CliRunner().invoke(cli, [str(a) for a in args], input=input)
+
+
+def neardup(*args, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "nearDup", *map(str, args)], capture_output=True, **kw)
+
+
+def one_line_error(r, *needles):
+    stderr = r.stderr if isinstance(r.stderr, str) else r.stderr.decode()
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    code = r.exit_code if hasattr(r, "exit_code") else r.returncode
+    assert code == 2 and len(lines) == 1 and "Traceback" not in stderr, stderr
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+
+
+# ------------------------------------------------------------------------------------------ inputs
+
+def test_encodings_line_endings_and_degenerate_files(tmp_path):
+    d = tmp_path / "docs"
+    d.mkdir()
+    (d / "utf8.txt").write_text(TEXT, encoding="utf-8")
+    (d / "utf8_bom.txt").write_bytes(b"\xef\xbb\xbf" + TEXT.encode())
+    (d / "utf16le_bom.txt").write_bytes(b"\xff\xfe" + TEXT.encode("utf-16-le"))
+    (d / "utf16be_bom.txt").write_bytes(b"\xfe\xff" + TEXT.encode("utf-16-be"))
+    (d / "crlf.txt").write_bytes(TEXT.replace("\n", "\r\n").encode())
+    other = (SAMPLE / "sourdough_original.txt").read_text()
+    (d / "one_long_line.txt").write_text(other.replace("\n", " ") * 300)  # ~900 KB on one line
+    (d / "one_long_line_copy.txt").write_text(other.replace("\n", " ") * 300)
+    (d / "empty.txt").write_bytes(b"")
+    (d / "blank.txt").write_text("  \n\t\n   ")
+    (d / "short.txt").write_text("too short")
+    (d / "binary.bin").write_bytes(b"\x00\x01\x02" * 100 + TEXT.encode())
+    (d / "latin1.txt").write_bytes(TEXT.replace("the", "caf\xe9").encode("latin-1"))
+    r = invoke("-w", tmp_path / "w", "run", d, "-t", 0.99, "--groups")
+    assert r.exit_code == 0, r.stderr
+    groups = {}
+    for line in r.stdout.splitlines():
+        number, _, _, path = line.split("\t")
+        groups.setdefault(number, set()).add(path.rsplit("/", 1)[1])
+    assert sorted(groups.values(), key=len) == [{"one_long_line.txt", "one_long_line_copy.txt"},
+                                                {"utf8.txt", "utf8_bom.txt", "utf16le_bom.txt", "utf16be_bom.txt",
+                                                 "crlf.txt"}]
+    assert "3 too short for one shingle" in r.stderr and "1 binary files skipped" in r.stderr
+    assert "1 with invalid UTF-8 replaced" in r.stderr
+    uniques = invoke("-w", tmp_path / "w", "run", d, "-t", 0.99, "--print", "uniques").stdout.split()
+    assert {"empty.txt", "blank.txt", "short.txt"} <= {u.rsplit("/", 1)[1] for u in uniques}  # kept, not lost
+
+
+def test_a_200_mb_file_is_streamed_in_bounded_memory(tmp_path):
+    d = tmp_path / "big"
+    d.mkdir()
+    rng = random.Random(3)
+    vocab = [f"w{i}" for i in range(5000)]
+    block = " ".join(rng.choice(vocab) for _ in range(200_000)).encode() + b"\n"  # ~1.3 MB
+    with open(d / "huge.txt", "wb") as f:
+        for _ in range(200 * (1 << 20) // len(block) + 1):
+            f.write(block)
+    (d / "excerpt.txt").write_bytes(block)
+    code = ("import resource, sys; from nearDup.cli import cli; "
+            "rc = cli.main(sys.argv[1:], standalone_mode=False); "
+            "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr); sys.exit(rc)")
+    r = subprocess.run([sys.executable, "-c", code, "-w", str(tmp_path / "w"), "run", str(d), "-t", "0.1",
+                        "--jobs", "1"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    peak_mb = int(r.stderr.strip().splitlines()[-1]) / 1024
+    assert os.path.getsize(d / "huge.txt") > 200e6
+    assert peak_mb < 500, f"peak RSS {peak_mb:.0f} MB for a 200 MB file"  # whole-text reading needs > 2 GB
+    assert r.stdout.startswith("1.0000\t")  # the repeated block: the same shingle set as the excerpt
+
+
+def test_many_tiny_files_deep_trees_and_links(tmp_path):
+    d = tmp_path / "tree"
+    deep = d
+    for level in range(60):
+        deep = deep / f"level{level}"
+    deep.mkdir(parents=True)
+    (deep / "deep_copy.txt").write_text(TEXT)
+    (d / "top.txt").write_text(TEXT)
+    many = d / "many"
+    many.mkdir()
+    for i in range(100_000):
+        (many / f"{i:06d}.txt").write_text(f"note {i}")
+    os.symlink(d, deep / "loop")  # a cycle back to the root
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "elsewhere.txt").write_text(TEXT)
+    os.symlink(outside / "elsewhere.txt", d / "link_out.txt")
+    plain = invoke("-w", tmp_path / "w1", "run", d)
+    assert plain.exit_code == 0, plain.stderr
+    assert "100002 documents" in plain.stderr and "2 symlink skipped" in plain.stderr
+    assert plain.stdout.count("\n") == 1  # top.txt ~ deep_copy.txt; the links are not followed
+    followed = invoke("-w", tmp_path / "w2", "run", d, "--follow-links")
+    assert followed.exit_code == 0 and followed.stdout.count("\n") == 3  # + link_out.txt; the loop walked once
+
+
+def test_files_vanishing_or_unreadable_between_listing_and_reading(tmp_path, monkeypatch):
+    d = tmp_path / "docs"
+    d.mkdir()
+    for name in ("a.txt", "b.txt", "gone.txt"):
+        (d / name).write_text(TEXT)
+    real_open = open
+
+    def vanishing_open(path, *args, **kwargs):
+        if str(path).endswith("gone.txt"):
+            raise FileNotFoundError(2, "No such file or directory", str(path))
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(corpus, "open", vanishing_open, raising=False)
+    r = invoke("-w", tmp_path / "w", "run", d, "--jobs", 1)
+    assert r.exit_code == 2 and "gone.txt: vanished before it could be read" in r.stderr
+    assert r.stdout.startswith("1.0000\t") and r.stdout.count("\n") == 1
+
+
+def test_awkward_names_through_every_format(tmp_path):
+    d = tmp_path / "names"
+    d.mkdir()
+    names = [b"with space.txt", b"new\nline.txt", b"-dash.txt", b"caf\xe9.txt"]
+    for name in names:
+        with open(os.path.join(os.fsencode(d), name), "wb") as f:
+            f.write(TEXT.encode())
+    w = tmp_path / "w"
+    for fmt in ("tsv", "csv", "fdupes"):
+        for select in ("pairs", "groups", "dupes", "keepers"):
+            out = neardup("-w", w, "run", d, "--format", fmt, "--print", select).stdout
+            present = [n for n in names if n in out]
+            assert len(present) == (len(names) if select in ("pairs", "groups") else
+                                    {"dupes": 3, "keepers": 1}[select]), (fmt, select, out)
+    jsonl = [json.loads(x) for x in neardup("-w", w, "run", d, "--format", "jsonl", "--groups").stdout.splitlines()]
+    members = {os.fsencode(m["id"]).rsplit(b"/", 1)[1] for m in jsonl[1]["members"]}
+    assert members == set(names)
+    human = neardup("-w", w, "run", d, "--format", "human", "--groups").stdout
+    assert b"caf\\xe9.txt" in human  # shown escaped, never as broken bytes on a terminal
+
+
+def test_jsonl_problems(tmp_path):
+    f = tmp_path / "in.jsonl"
+    good = [json.dumps({"id": f"d{i}", "text": TEXT}) for i in range(3)]
+    f.write_text("\n".join([good[0], "{not json", json.dumps({"text": TEXT}), json.dumps({"id": "x", "text": 7}),
+                            good[1], good[2]]) + "\n")
+    r = invoke("-w", tmp_path / "w", "run", "--jsonl", f)
+    assert r.exit_code == 0 and r.stdout.count("\n") == 3 and "3 bad JSONL lines skipped" in r.stderr
+    assert f"{f}:2: not a JSON object" in r.stderr and f"{f}:3: no usable id field" in r.stderr
+    assert f"{f}:4: a non-string text field" in r.stderr
+    one_line_error(invoke("-w", tmp_path / "w2", "run", "--jsonl", f, "--strict"), f"{f}:2", "--strict")
+    dup = tmp_path / "dup.jsonl"
+    dup.write_text("\n".join([good[0], good[0], good[1]]) + "\n")
+    one_line_error(invoke("-w", tmp_path / "w3", "run", "--jsonl", dup), "duplicate ids", "'d0'")
+
+
+# ------------------------------------------------------------------------------------------ state
+
+@pytest.fixture(scope="module")
+def big_corpus(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("killed") / "docs"
+    generate_corpus(folder, n_base=900, seed=11)
+    return folder
+
+
+def _run_args(folder, w):
+    return ["-w", str(w), "run", str(folder), "--partition-docs", "40", "--jobs", "2", "--groups", "--format",
+            "jsonl", "-t", "0.5"]
+
+
+def test_kill_9_at_random_moments_then_resume_gives_identical_output(big_corpus, tmp_path):
+    reference = neardup(*_run_args(big_corpus, tmp_path / "ref"))
+    assert reference.returncode == 0
+    start = time.monotonic()
+    neardup(*_run_args(big_corpus, tmp_path / "timing"))
+    duration = time.monotonic() - start
+    w = tmp_path / "w"
+    rng = random.Random(5)
+    for kill_at in sorted(rng.uniform(0.2, 1.0) * duration for _ in range(6)):
+        before = json.loads((w / "manifest.json").read_text())["stages"] if (w / "manifest.json").exists() else {}
+        proc = subprocess.Popen([sys.executable, "-m", "nearDup", *_run_args(big_corpus, w)],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+        time.sleep(kill_at)
+        os.killpg(proc.pid, signal.SIGKILL)  # the process and its workers, with no chance to clean up
+        out, err = proc.communicate()
+        if proc.returncode == 0:  # finished before the kill
+            assert out == reference.stdout
+            continue
+        resumed = neardup(*_run_args(big_corpus, w), "--jobs", "1")  # also: a different number of jobs
+        assert resumed.returncode == 0, resumed.stderr
+        assert resumed.stdout == reference.stdout
+        for stage in before:  # what was finished before this kill is not redone
+            assert f"{stage}: up to date" in resumed.stderr.decode(), (stage, resumed.stderr)
+    leftovers = [p for p in w.rglob("*") if p.name.endswith(".tmp")]
+    assert len(leftovers) <= 6  # at most one temporary per kill, never read: names carry the dead pid
+    for name in ("verify/pairs.jsonl", "cluster/clusters.jsonl"):
+        assert (w / name).read_bytes() == (tmp_path / "ref" / name).read_bytes()
+
+
+def test_damaged_intermediates_are_named_and_recomputed_or_refused(tmp_path):
+    w = tmp_path / "w"
+    first = invoke("-w", w, "run", SAMPLE, "--partition-docs", 10)
+    values = w / "shingle" / "part-00001.values.npy"
+    values.write_bytes(values.read_bytes()[:50])  # truncated
+    (w / "candidates" / "pairs.npy").write_bytes(b"")
+    again = invoke("-w", w, "run", SAMPLE, "--partition-docs", 10)
+    assert again.exit_code == 0 and again.stdout == first.stdout
+    assert "shingle/part-00001.* has a missing or truncated file" in again.stderr
+    assert "candidates/pairs.npy is missing or truncated" in again.stderr
+    (w / "manifest.json").write_text("{ edited by hand and broken")
+    one_line_error(invoke("-w", w, "run", SAMPLE), "manifest.json", "corrupt", "--force")
+    rebuilt = invoke("-w", w, "run", SAMPLE, "--partition-docs", 10, "--force")
+    assert rebuilt.exit_code == 0 and rebuilt.stdout == first.stdout
+    manifest = json.loads((w / "manifest.json").read_text())
+    manifest["stages"]["band"]["key"] = "edited"
+    (w / "manifest.json").write_text(json.dumps(manifest))
+    edited = invoke("-w", w, "run", SAMPLE, "--partition-docs", 10)
+    assert edited.stdout == first.stdout and "band: up to date" not in edited.stderr
+    os.unlink(w / "signature" / "part-00000.npy")
+    one_line_error(invoke("-w", w, "verify", "-t", 0.7), "signature/part-00000.npy", "missing", "signature stage")
+
+
+def test_a_second_run_waits_for_the_lock_or_says_why_not(tmp_path):
+    w = tmp_path / "w"
+    holder = WorkDir(w)
+    holder.lock()
+    one_line_error(neardup("-w", w, "run", SAMPLE), "in use by another nearDup run", "--wait-lock")
+    release = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(1.5)"])
+    waiting = subprocess.Popen([sys.executable, "-m", "nearDup", "-w", str(w), "run", str(SAMPLE), "--wait-lock",
+                                "30"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    release.wait()
+    assert waiting.poll() is None  # still waiting while the lock is held
+    holder.release()
+    out, err = waiting.communicate(timeout=60)
+    assert waiting.returncode == 0 and out.count(b"\n") == 10
+
+
+@pytest.mark.parametrize("code,message", [(errno.ENOSPC, "no space left on device"),
+                                          (errno.EROFS, "work dir is not writable")])
+def test_disk_full_or_read_only_leaves_nothing_half_written(tmp_path, monkeypatch, code, message):
+    w = tmp_path / "w"
+    real_replace = os.replace
+    calls = {"n": 0}
+
+    def failing_replace(src, dst):
+        calls["n"] += 1
+        if calls["n"] == 3:  # fail in the middle of the shingle stage's writes
+            raise OSError(code, os.strerror(code))
+        return real_replace(src, dst)
+
+    monkeypatch.setattr(store.os, "replace", failing_replace)
+    r = invoke("-w", w, "run", SAMPLE, "--jobs", 1)
+    one_line_error(r, message)
+    assert not [p for p in w.rglob("*") if ".tmp" in p.name]
+    monkeypatch.setattr(store.os, "replace", real_replace)
+    assert invoke("-w", w, "run", SAMPLE).exit_code == 0  # and the next run recovers
+
+
+def test_sigterm_stops_cleanly_and_closes_jsonl(big_corpus, tmp_path):
+    w = tmp_path / "w"
+    proc = subprocess.Popen([sys.executable, "-m", "nearDup", *_run_args(big_corpus, w), "--jobs", "1"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    time.sleep(1.0)
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    records = [json.loads(x) for x in out.splitlines()]
+    assert records[0]["type"] == "header" and records[-1] == {"type": "summary", "aborted": True}
+    assert b"Traceback" not in err
+    assert not [p for p in w.rglob("*") if ".tmp" in p.name]
+
+
+# ------------------------------------------------------------------------------------------ determinism
+
+def test_output_does_not_depend_on_listing_order(tmp_path):
+    texts = {p.name: p.read_text() for p in SAMPLE.iterdir()}
+    outs = set()
+    for label, order in (("fwd", sorted(texts)), ("rev", sorted(texts, reverse=True)),
+                         ("shuf", random.Random(2).sample(sorted(texts), len(texts)))):
+        root = tmp_path / label
+        (root / "docs").mkdir(parents=True)
+        for name in order:  # creation order drives the order in which the file system lists entries
+            (root / "docs" / name).write_text(texts[name])
+            os.utime(root / "docs" / name, (1_700_000_000, 1_700_000_000))  # same mtimes: only order differs
+        r = neardup("-w", root / "w", "run", "docs", "-t", 0.5, "--groups", "--format", "jsonl", cwd=root)
+        outs.add(r.stdout)
+        outs.add((root / "w" / "cluster" / "clusters.jsonl").read_bytes())
+    assert len(outs) == 2
+
+
+# ------------------------------------------------------------------------------------------ fuzzing
+
+documents = st.lists(st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=400)
+                     | st.sampled_from([TEXT[:300], TEXT[:300] + " extra words here", TEXT[100:500], ""]),
+                     min_size=1, max_size=8)
+options = st.fixed_dictionaries({
+    "--unit": st.sampled_from(["word", "char", "syllable"]), "-k": st.integers(-1, 9),
+    "--threshold": st.sampled_from(["0.3", "0.8", "1", "0", "1.5", "abc"]),
+    "--num-perm": st.sampled_from(["16", "64", "0"]), "--minhash": st.sampled_from(["oph", "permutation"]),
+    "--format": st.sampled_from(["tsv", "jsonl", "csv", "human", "fdupes", "xml"]),
+    "--print": st.sampled_from(["pairs", "groups", "dupes", "uniques"])})
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(docs=documents, opts=options)
+def test_fuzz_no_traceback_and_pairs_agree_with_brute_force(tmp_path_factory, docs, opts):
+    folder = tmp_path_factory.mktemp("fuzz")
+    texts = {}
+    for i, text in enumerate(docs):
+        path = folder / f"d{i}.txt"
+        path.write_text(text, encoding="utf-8", errors="surrogatepass")
+        texts[str(path)] = text
+    args = [a for kv in opts.items() for a in kv]
+    r = invoke("-w", folder / "w", "run", folder, *args)
+    assert "Traceback" not in r.stderr
+    if r.exit_code != 0:
+        one_line_error(r)
+        return
+    if opts["--format"] == "tsv" and opts["--print"] == "pairs":
+        unit, k, t = opts["--unit"], int(opts["-k"]), float(opts["--threshold"])
+        truth = brute_force_pairs(texts, t, unit, k)
+        for line in r.stdout.splitlines():
+            j, a, b = line.split("\t")
+            assert (a, b) in truth and abs(float(j) - truth[(a, b)]) <= 5.0001e-5
