@@ -25,7 +25,9 @@ wall = time.perf_counter() around the child (interpreter start-up and imports in
 JSON fields: tool, jobs, corpus, docs, bytes, cpu_s (user+sys), user_s, sys_s, wall_s, mb_s (MB / wall),
 mb_s_per_core (MB / cpu s), peak_rss_mb (ru_maxrss: the largest single process), tree_rss_mb (peak of the RSS
 summed over the process tree, sampled every 0.1 s; counts shared copy-on-write pages once per worker), candidates,
-pairs, phases (seconds per phase, peers only), pairs_file.
+pairs, phases (seconds per phase, peers only), others_cpu_s (CPU seconds the rest of the machine spent during the
+run, from /proc/stat: other sessions' load), pairs_file. Before each run the corpus is read once, unmeasured, so
+every tool starts with its files in the page cache.
 """
 from __future__ import annotations
 
@@ -82,9 +84,26 @@ class TreeRss(threading.Thread):
             self.stop.wait(self.interval)
 
 
+def machine_busy_s() -> float:
+    """CPU seconds spent by the whole machine so far (all cores, everything but idle and iowait), /proc/stat."""
+    with open("/proc/stat") as f:
+        fields = [int(x) for x in f.readline().split()[1:]]
+    return (sum(fields[:8]) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")
+
+
+def warm_cache(root: str) -> None:
+    """Read every file once, unmeasured, so each tool starts with the corpus in the page cache (this machine's
+    page cache is sometimes dropped between runs, which made the first reader pay for the disk)."""
+    for _, path in common.list_corpus(root):
+        with open(path, "rb") as f:
+            while f.read(1 << 20):
+                pass
+
+
 def measure(cmd: list[str], stdout, env: dict | None = None) -> tuple[dict, str, int, int]:
     """Run cmd as a child process; (rusage-derived numbers without bytes, stderr, exit code, tree RSS peak)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    busy0 = machine_busy_s()
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=stdout, stderr=subprocess.PIPE, env=env)
     sampler = TreeRss(proc.pid)
@@ -94,8 +113,10 @@ def measure(cmd: list[str], stdout, env: dict | None = None) -> tuple[dict, str,
     sampler.stop.set()
     sampler.join()
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return ({"utime": after.ru_utime - before.ru_utime, "stime": after.ru_stime - before.ru_stime,
-             "maxrss_kb": after.ru_maxrss, "wall": wall},
+    busy = machine_busy_s() - busy0
+    utime, stime = after.ru_utime - before.ru_utime, after.ru_stime - before.ru_stime
+    return ({"utime": utime, "stime": stime, "maxrss_kb": after.ru_maxrss, "wall": wall,
+             "others_cpu_s": max(0.0, busy - utime - stime)},
             err.decode("utf-8", "replace"), proc.returncode, sampler.peak)
 
 
@@ -105,7 +126,8 @@ def _numbers(m: dict, nbytes: int, tree_peak: int) -> dict:
     return {"cpu_s": round(cpu, 3), "user_s": round(m["utime"], 3), "sys_s": round(m["stime"], 3),
             "wall_s": round(wall, 3), "mb_s": round(nbytes / MB / wall, 3) if wall else None,
             "mb_s_per_core": round(nbytes / MB / cpu, 3) if cpu else None,
-            "peak_rss_mb": round(m["maxrss_kb"] / 1024, 1), "tree_rss_mb": round(tree_peak / MB, 1)}
+            "peak_rss_mb": round(m["maxrss_kb"] / 1024, 1), "tree_rss_mb": round(tree_peak / MB, 1),
+            "others_cpu_s": round(m["others_cpu_s"], 2)}
 
 
 def neardup_env(source: str | None) -> dict | None:
@@ -120,6 +142,7 @@ def neardup_env(source: str | None) -> dict | None:
 
 def run_neardup(corpus: str, jobs: int, pairs_file: str | None, extra: list[str], source: str | None) -> dict:
     docs, nbytes = corpus_size(corpus)
+    warm_cache(corpus)
     work_parent = tempfile.mkdtemp(prefix="neardup-bench-")
     work = os.path.join(work_parent, "w")
     cmd = ["neardup", "run", corpus, "--threshold", str(common.THRESHOLD), "--num-perm", str(common.NUM_PERM),
@@ -151,6 +174,7 @@ def run_neardup(corpus: str, jobs: int, pairs_file: str | None, extra: list[str]
 
 def run_peer_measured(tool: str, corpus: str, pairs_file: str | None) -> dict:
     """The peer in a child process (this script with --worker), measured from outside exactly like neardup."""
+    warm_cache(corpus)
     cmd = [sys.executable, os.path.abspath(__file__), "--worker", "--tool", tool, "--corpus", corpus]
     if pairs_file:
         cmd += ["--pairs", pairs_file]

@@ -131,7 +131,8 @@ def summarise(runs: list[dict], truth: dict) -> dict:
     found = common.read_pairs(last["pairs_file"])
     hit = set(found) & set(truth)
     s = {k: med(k) for k in ("cpu_s", "user_s", "sys_s", "wall_s", "mb_s", "mb_s_per_core", "peak_rss_mb",
-                             "tree_rss_mb")}
+                             "tree_rss_mb", "others_cpu_s")}
+    s["others_load"] = statistics.median(r["others_cpu_s"] / r["wall_s"] for r in runs)
     s.update(tool=last["tool"], jobs=last["jobs"], docs=last["docs"], bytes=last["bytes"], reps=len(runs),
              candidates=last["candidates"], pairs=len(found), true_pairs=len(hit), false_pairs=len(found) - len(hit),
              recall=len(hit) / len(truth) if truth else None,
@@ -231,7 +232,10 @@ def write_report(path: str, args, corpora: list[dict], results: dict, started: f
              "core = corpus MB / CPU s; peak RSS = ru_maxrss (the largest single process); tree RSS = peak of the "
              "RSS summed over the process tree, sampled every 0.1 s (counts pages shared by forked workers once per "
              "worker); recall = verified pairs found / ground-truth pairs (exact Jaccard >= 0.8 over all pairs "
-             "sharing a shingle, bench/truth.py); false = reported pairs that are not in the ground truth.")
+             "sharing a shingle, bench/truth.py); false = reported pairs that are not in the ground truth; "
+             "others' load = CPU seconds the rest of the machine used during the run / wall s (median; 2 cores "
+             "in all: at 1.0 another process kept one core busy, so --jobs 2 cannot scale and wall times "
+             "stretch). Each run starts with the corpus in the page cache (read once, unmeasured).")
     L.append("")
 
     # headline
@@ -262,8 +266,8 @@ def write_report(path: str, args, corpora: list[dict], results: dict, started: f
         L.append(_corpus_blurb(c))
         L.append("")
         L.append("| tool | CPU s | wall s | MB/s | MB/s per core | peak RSS MB | tree RSS MB | candidates | "
-                 "verified pairs | recall | false | runs CPU s |")
-        L.append("|---|---|---|---|---|---|---|---|---|---|---|---|")
+                 "verified pairs | recall | false | runs CPU s | others' load |")
+        L.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
         for key in c["tools"]:
             s = results[c["name"]].get(key)
             if s is None:
@@ -272,7 +276,8 @@ def write_report(path: str, args, corpora: list[dict], results: dict, started: f
                      f"{_f(s['mb_s_per_core'])} | {_f(s['peak_rss_mb'], 0)} | {_f(s['tree_rss_mb'], 0)} | "
                      f"{s['candidates']} | {s['pairs']} | {_f(s['recall'], 4)} | {s['false_pairs']} | "
                      f"{', '.join(_f(x, 1) for x in s['cpu_all'])}"
-                     f"{'' if s['deterministic'] else ' (pair sets differ between runs!)'} |")
+                     f"{'' if s['deterministic'] else ' (pair sets differ between runs!)'} | "
+                     f"{s['others_load']:.2f} |")
         L.append("")
         peers = [s for k, s in results[c["name"]].items() if k != "_truth" and "phases" in s]
         if peers:
