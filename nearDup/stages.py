@@ -72,6 +72,14 @@ def _up_to_date(work: WorkDir, name: str, key: str, log: Callable[[str], None] |
     return record
 
 
+def _begin(runner: Runner, name: str, params, *extra) -> tuple[dict, str, dict | None]:
+    """For a stage computed as a whole: the record it consumes (checked), its key, and its stored record if that
+    is up to date."""
+    upstream = require(runner.work, STAGES[STAGES.index(name) - 1], consumer=name)
+    key = digest(name, FORMAT, params, upstream["key"], *extra)
+    return upstream, key, _up_to_date(runner.work, name, key, runner.log)
+
+
 def _files(work: WorkDir, stage: str, *names: str) -> dict:
     """Sizes of a stage's output files, kept in its record so that a damaged file is noticed."""
     return {name: work.path(stage, name).stat().st_size for name in names}
@@ -113,16 +121,18 @@ def _map_partitions(runner: Runner, stage: str, fn, keys: list[str], files: tupl
 # ---------------------------------------------------------------------------------------------- 1. shingle
 
 @dataclasses.dataclass(frozen=True)
-class ShingleTask:
+class PartitionTask:
+    """One partition's work for a worker (any engine): where the work dir is, which partition, with what."""
+
     root: str
     index: int
-    items: list
-    source: SourceParams
-    params: ShingleParams
     key: str
+    params: object
+    items: tuple = ()  # shingle: the partition's inputs
+    source: SourceParams | None = None
 
 
-def shingle_partition(task: ShingleTask) -> None:
+def shingle_partition(task: PartitionTask) -> None:
     """Read, normalise, tokenise and shingle one partition; write its docs, values and offsets, then its marker."""
     work = WorkDir(task.root)
     problems: dict = {}
@@ -203,7 +213,7 @@ def shingle(runner: Runner, args: list[str], source: SourceParams, params: Shing
         return record
     reused = _map_partitions(
         runner, "shingle", shingle_partition, keys, SHINGLE_FILES,
-        lambda i: ShingleTask(str(work.root), i, parts[i], source, params, keys[i]),
+        lambda i: PartitionTask(str(work.root), i, keys[i], params, tuple(parts[i]), source),
         sizes=[sum(item.size for item in part) for part in parts], unit="B")
     dones = [work.part_done("shingle", i, k, SHINGLE_FILES) for i, k in enumerate(keys)]
     totals: dict = {"skipped": listing.skipped}
@@ -285,15 +295,7 @@ def load_docs(work: WorkDir, shingle_record: dict | None = None) -> list[dict]:
 
 # ---------------------------------------------------------------------------------------------- 2. signature
 
-@dataclasses.dataclass(frozen=True)
-class SignatureTask:
-    root: str
-    index: int
-    params: SignatureParams
-    key: str
-
-
-def signature_partition(task: SignatureTask) -> None:
+def signature_partition(task: PartitionTask) -> None:
     work = WorkDir(task.root)
     values = work.load_array(work.part("shingle", task.index, "values.npy"), "shingle")
     offsets = work.load_array(work.part("shingle", task.index, "offsets.npy"), "shingle")
@@ -319,7 +321,7 @@ def signature(runner: Runner, params: SignatureParams) -> dict:
         work.save_array(work.path("signature", "permutations.npy"),
                         np.stack(minhash.draw_affine_parameters(params.num_perm, params.seed)))
     reused = _map_partitions(runner, "signature", signature_partition, keys, ("npy",),
-                             lambda i: SignatureTask(str(work.root), i, params, keys[i]),
+                             lambda i: PartitionTask(str(work.root), i, keys[i], params),
                              sizes=upstream["docs"], unit="doc")
     record = {"key": key, "params": asdict(params), "upstream": upstream["key"], "partitions": keys,
               "docs": upstream["docs"]}
@@ -331,15 +333,7 @@ def signature(runner: Runner, params: SignatureParams) -> dict:
 
 # ---------------------------------------------------------------------------------------------- 3. band
 
-@dataclasses.dataclass(frozen=True)
-class BandTask:
-    root: str
-    index: int
-    params: BandParams
-    key: str
-
-
-def band_partition(task: BandTask) -> None:
+def band_partition(task: PartitionTask) -> None:
     work = WorkDir(task.root)
     sig = work.load_array(work.part("signature", task.index, "npy"), "signature")
     work.save_array(work.part("band", task.index, "npy"), lsh.band_keys(sig, task.params.bands, task.params.rows))
@@ -378,7 +372,7 @@ def band(runner: Runner, threshold: float | None = None, bands: int | None = Non
         runner.log(f"band: up to date ({summary})")
         return record
     _map_partitions(runner, "band", band_partition, keys, ("npy",),
-                    lambda i: BandTask(str(work.root), i, params, keys[i]), sizes=upstream["docs"], unit="doc")
+                    lambda i: PartitionTask(str(work.root), i, keys[i], params), sizes=upstream["docs"], unit="doc")
     record = {"key": key, "params": asdict(params), "upstream": upstream["key"], "partitions": keys}
     work.record_stage("band", record)
     runner.log(f"band: {summary}")
@@ -396,10 +390,8 @@ def describe_bands(params: BandParams, num_perm: int) -> str:
 
 def candidates(runner: Runner, params: CandidateParams) -> dict:
     work = runner.work
-    upstream = require(work, "band", consumer="candidates")
+    upstream, key, record = _begin(runner, "candidates", params)
     shingle_record = require(work, "shingle")
-    key = digest("candidates", FORMAT, params, upstream["key"])
-    record = _up_to_date(work, "candidates", key, runner.log)
     if record is not None:
         runner.log(f"candidates: up to date ({record['stats']['candidates']} pairs)")
         return record
@@ -465,9 +457,7 @@ def verify_chunk(task: VerifyTask) -> tuple[np.ndarray, np.ndarray, np.ndarray, 
 
 def verify(runner: Runner, params: VerifyParams) -> dict:
     work = runner.work
-    upstream = require(work, "candidates", consumer="verify")
-    key = digest("verify", FORMAT, params, upstream["key"])
-    record = _up_to_date(work, "verify", key, runner.log)
+    upstream, key, record = _begin(runner, "verify", params)
     if record is not None:
         runner.log(f"verify: up to date ({record['stats']['pairs']} pairs with Jaccard >= {params.threshold})")
         return record
@@ -510,10 +500,8 @@ def verify(runner: Runner, params: VerifyParams) -> dict:
 
 def cluster(runner: Runner, params: ClusterParams) -> dict:
     work = runner.work
-    upstream = require(work, "verify", consumer="cluster")
     shingle_record = require(work, "shingle")
-    key = digest("cluster", FORMAT, params, upstream["key"], shingle_record["inputs"])
-    record = _up_to_date(work, "cluster", key, runner.log)
+    upstream, key, record = _begin(runner, "cluster", params, shingle_record["inputs"])
     if record is not None:
         runner.log(f"cluster: up to date ({_cluster_summary(record)})")
         return record

@@ -69,6 +69,20 @@ def generate_corpus(folder: Path, n_base: int = 120, seed: int = 7) -> dict[str,
     return {str(folder / name): text for name, text in texts.items()}
 
 
+def refuse_open(monkeypatch, suffix: str, error: OSError) -> None:
+    """Make nearDup's reader fail on files ending with suffix (states root cannot stage: CI runs as root)."""
+    from nearDup import corpus as reader
+
+    real_open = open
+
+    def refusing_open(path, *args, **kwargs):
+        if str(path).endswith(suffix):
+            raise error
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(reader, "open", refusing_open, raising=False)
+
+
 @pytest.fixture(scope="session")
 def corpus(tmp_path_factory):
     folder = tmp_path_factory.mktemp("gen") / "docs"

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from conftest import SAMPLE
+from conftest import SAMPLE, refuse_open
 
 NEARDUP = [sys.executable, "-m", "nearDup"]
 
@@ -178,18 +178,10 @@ def test_unreadable_file_warns_and_exits_2_with_results(docs, tmp_path, monkeypa
     """Permission denied cannot be staged as root (CI runs as root), so open() is made to refuse one file."""
     from click.testing import CliRunner
 
-    from nearDup import corpus
     from nearDup.cli import cli
 
     (docs / "locked.txt").write_text("secret " * 50)
-    real_open = open
-
-    def refusing_open(path, *args, **kwargs):
-        if str(path).endswith("locked.txt"):
-            raise PermissionError(13, "Permission denied", str(path))
-        return real_open(path, *args, **kwargs)
-
-    monkeypatch.setattr(corpus, "open", refusing_open, raising=False)
+    refuse_open(monkeypatch, "locked.txt", PermissionError(13, "Permission denied", "locked.txt"))
     r = CliRunner().invoke(cli, ["-w", str(tmp_path / "w"), "run", str(docs), "--jobs", "1"])
     assert r.exit_code == 2 and len(r.stdout.splitlines()) == 10
     assert "warning: " in r.stderr and "locked.txt: cannot read (Permission denied)" in r.stderr

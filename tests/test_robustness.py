@@ -5,7 +5,6 @@ import errno
 import json
 import os
 import random
-import resource
 import signal
 import subprocess
 import sys
@@ -16,11 +15,11 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from nearDup import corpus, store
+from nearDup import store
 from nearDup.cli import cli
 from nearDup.store import WorkDir
 
-from conftest import SAMPLE, brute_force_pairs, generate_corpus
+from conftest import SAMPLE, brute_force_pairs, generate_corpus, refuse_open
 
 TEXT = (SAMPLE / "lighthouses_original.txt").read_text()
 
@@ -127,14 +126,7 @@ def test_files_vanishing_or_unreadable_between_listing_and_reading(tmp_path, mon
     d.mkdir()
     for name in ("a.txt", "b.txt", "gone.txt"):
         (d / name).write_text(TEXT)
-    real_open = open
-
-    def vanishing_open(path, *args, **kwargs):
-        if str(path).endswith("gone.txt"):
-            raise FileNotFoundError(2, "No such file or directory", str(path))
-        return real_open(path, *args, **kwargs)
-
-    monkeypatch.setattr(corpus, "open", vanishing_open, raising=False)
+    refuse_open(monkeypatch, "gone.txt", FileNotFoundError(2, "No such file or directory", "gone.txt"))
     r = invoke("-w", tmp_path / "w", "run", d, "--jobs", 1)
     assert r.exit_code == 2 and "gone.txt: vanished before it could be read" in r.stderr
     assert r.stdout.startswith("1.0000\t") and r.stdout.count("\n") == 1
