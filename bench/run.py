@@ -199,23 +199,26 @@ def _label(s: dict) -> str:
     return f"nearDup --jobs {s['jobs']}" if s["tool"] == "neardup" else s["tool"]
 
 
-def write_report(path: str, args, corpora: list[dict], results: dict, started: float, load: tuple) -> None:
+def write_report(path: str, args, corpora: list[dict], results: dict, started: float, load: tuple,
+                 finished: float | None = None) -> None:
     L = []
     mode = " - QUICK smoke test (reduced corpus, 1 repetition; not for quoting)" if args.quick else ""
     L.append(f"# nearDup benchmark{mode}\n")
     L.append(f"- date: {datetime.datetime.now().astimezone().strftime('%Y-%m-%d %H:%M %Z')}, "
-             f"took {(time.time() - started) / 60:.1f} min")
+             f"took {((finished or time.time()) - started) / 60:.1f} min")
     L.append(f"- machine: nproc {os.cpu_count()} ({len(os.sched_getaffinity(0))} usable), CPU {_cpu_model()}, "
              f"RAM {_mem_gb()}, {platform.system()} {platform.release()}")
-    L.append(f"- load average (1 min) at start / end: {load[0]:.2f} / {os.getloadavg()[0]:.2f} (other sessions may "
+    L.append(f"- load average (1 min) at start / end: {load[0]:.2f} / {load[1]:.2f} (other sessions may "
              f"share this machine: CPU seconds are the robust measure, wall seconds are noisier)")
     import numpy
     what = (f"commit {args.sha[:12]} (exported with git archive and run through the `neardup` command with it "
             f"first on PYTHONPATH)" if args.sha else f"the work tree as installed, git {_git_head()}")
     L.append(f"- versions: Python {platform.python_version()}, numpy {numpy.__version__}, nearDup "
              f"{_version('nearDup')} at {what}, datasketch {_version('datasketch')}, rensa {_version('rensa')}")
-    L.append(f"- command: `{shlex.join(['python', 'bench/run.py', *sys.argv[1:]])}` ({args.reps} repetition(s) "
-             f"per configuration, medians; each repetition a whole process)")
+    argv = [a for a in sys.argv[1:] if a != "--report-only"]
+    again = " (report rewritten from bench/out/results.jsonl with --report-only)" if args.report_only else ""
+    L.append(f"- command: `{shlex.join(['python', 'bench/run.py', *argv])}` ({args.reps} repetition(s) "
+             f"per configuration, medians; each repetition a whole process){again}")
     L.append("")
     L.append("Settings (all tools): word 5-shingles after NFKC + casefold, `\\w+` tokens; MinHash num_perm 128; LSH "
              "b = 9 bands x r = 13 rows (117 rows used); exact-Jaccard verification, pairs with J >= 0.8. "
@@ -235,14 +238,16 @@ def write_report(path: str, args, corpora: list[dict], results: dict, started: f
              "sharing a shingle, bench/truth.py); false = reported pairs that are not in the ground truth; "
              "others' load = CPU seconds the rest of the machine used during the run / wall s (median; 2 cores "
              "in all: at 1.0 another process kept one core busy, so --jobs 2 cannot scale and wall times "
-             "stretch). Each run starts with the corpus in the page cache (read once, unmeasured).")
+             "stretch). Each run starts with the corpus in the page cache (read once, unmeasured). The peers' RSS "
+             "is mostly the shingle sets of the whole corpus held as Python sets of bytes (needed for their exact "
+             "verification); nearDup keeps its hashed shingles in its work dir.")
     L.append("")
 
     # headline
     L.append("## Headline: nearDup vs peers (CPU throughput, MB per CPU-second)\n")
     L.append("| corpus | nearDup -j1 MB/CPU-s | vs rensa | vs datasketch | nearDup -j2 wall speedup over -j1 | "
-             "nearDup -j2 wall vs rensa wall | recall nearDup / rensa / datasketch |")
-    L.append("|---|---|---|---|---|---|---|")
+             "others' load then | nearDup -j2 wall vs rensa wall | recall nearDup / rensa / datasketch |")
+    L.append("|---|---|---|---|---|---|---|---|")
     for c in corpora:
         r = results[c["name"]]
         nd1, nd2 = r.get(("neardup", 1)), r.get(("neardup", 2))
@@ -253,9 +258,13 @@ def write_report(path: str, args, corpora: list[dict], results: dict, started: f
         speed = f"{nd1['wall_s'] / nd2['wall_s']:.2f}x" if nd2 else "-"
         wall_vs = f"{rs['wall_s'] / nd2['wall_s']:.2f}x" if (rs and nd2) else "-"
         rec = " / ".join(_f(p["recall"], 4) if p else "-" for p in (nd1, rs, ds))
-        L.append(f"| {c['name']} | {_f(nd1['mb_s_per_core'])} | {vs(rs)} | {vs(ds)} | {speed} | {wall_vs} | {rec} |")
+        load_j = f"{max(nd1['others_load'], nd2['others_load']):.2f}" if nd2 else "-"
+        L.append(f"| {c['name']} | {_f(nd1['mb_s_per_core'])} | {vs(rs)} | {vs(ds)} | {speed} | {load_j} | "
+                 f"{wall_vs} | {rec} |")
     L.append("")
-    L.append("Ratios > 1 mean nearDup is faster: (peer CPU s) / (nearDup --jobs 1 CPU s) on the same bytes.\n")
+    L.append("Ratios > 1 mean nearDup is faster: (peer CPU s) / (nearDup --jobs 1 CPU s) on the same bytes. The "
+             "--jobs 2 speedup is only meaningful where others' load (CPU the rest of the machine used during the "
+             "nearDup runs, in cores) is near 0: at ~1.0 another session kept one of the 2 cores busy.\n")
 
     # per corpus tables
     for c in corpora:
@@ -339,6 +348,27 @@ def _injected_table(path: str, res: dict, tools) -> list[str]:
 
 # ------------------------------------------------------------------------------------------------ main
 
+def report_only(args) -> None:
+    with open(os.path.join(OUT, "results.jsonl")) as f:
+        entries = [json.loads(line) for line in f if line.strip()]
+    names = [spec["name"] for spec in corpus_specs(args)]
+    last = max(e["started"] for e in entries if e["corpus_name"] in names)
+    entries = [e for e in entries if e["started"] == last]
+    args.sha = entries[0].get("neardup_sha")
+    args.reps = max(sum(1 for e in entries if (e["corpus_name"], e["tool"], e["jobs"]) == key)
+                    for key in {(e["corpus_name"], e["tool"], e["jobs"]) for e in entries})
+    corpora = [ensure_corpus(spec) for spec in corpus_specs(args) if spec["name"] in {e["corpus_name"] for e in entries}]
+    results = {}
+    for c in corpora:
+        truth = common.read_pairs(c["truth"])
+        results[c["name"]] = {key: summarise([e for e in entries if e["corpus_name"] == c["name"]
+                                              and (e["tool"], e["jobs"]) == key], truth) for key in c["tools"]}
+        results[c["name"]]["_truth"] = truth
+    load = (entries[0]["loadavg"], entries[-1]["loadavg"])
+    write_report(args.out, args, corpora, results, last, load, max(e.get("finished", last) for e in entries))
+    log(f"rewrote {args.out} from the run started {time.ctime(last)}")
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="edited corpus at 4,000 documents, 1 repetition")
@@ -350,8 +380,12 @@ def main(argv=None) -> None:
                                                   "[default: HEAD when the run starts]")
     ap.add_argument("--worktree", action="store_true", help="measure the installed `neardup` (the work tree as it "
                                                             "is, uncommitted edits included) instead of --rev")
+    ap.add_argument("--report-only", action="store_true", help="rewrite the report from the last run recorded in "
+                                                               "bench/out/results.jsonl (same corpus options)")
     args = ap.parse_args(argv)
     args.reps = args.reps or (1 if args.quick else 3)
+    if args.report_only:
+        return report_only(args)
     started, load = time.time(), os.getloadavg()
     os.makedirs(OUT, exist_ok=True)
     source, args.sha = (None, None) if args.worktree else neardup_snapshot(args.rev)
@@ -368,13 +402,15 @@ def main(argv=None) -> None:
                 log(f"  cpu {res['cpu_s']:.1f} s, wall {res['wall_s']:.1f} s, rss {res['peak_rss_mb']:.0f} MB, "
                     f"{res['candidates']} candidates, {res['pairs']} pairs")
                 res["started"] = started
+                res["neardup_sha"] = args.sha
+                res["finished"] = time.time()
                 with open(raw_path, "a") as f:
                     f.write(json.dumps(res) + "\n")
                 runs[(tool, jobs)].append(res)
         results[c["name"]] = {key: summarise(rs, truth) for key, rs in runs.items()}
         results[c["name"]]["_truth"] = truth
-        write_report(args.out, args, corpora[:len(results)], results, started, load)  # partial report as we go
-    write_report(args.out, args, corpora, results, started, load)
+        write_report(args.out, args, corpora[:len(results)], results, started, (load[0], os.getloadavg()[0]))
+    write_report(args.out, args, corpora, results, started, (load[0], os.getloadavg()[0]))
     log(f"wrote {args.out}")
 
 
