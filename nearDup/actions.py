@@ -13,7 +13,7 @@ import numpy as np
 from . import __version__, corpus
 from .config import ShingleParams
 from .errors import InputError
-from .kernels.shingle import CodePointHasher, TokenHasher, kgram_hashes
+from .kernels.shingle import CodePointHasher, kgram_hashes, word_hashes
 
 ACTIONS = ("remove", "move", "link")
 _REVERSED_BITS = bytes(int(f"{i:08b}"[::-1], 2) for i in range(256))
@@ -128,7 +128,7 @@ def _shingles(path: str, params: ShingleParams) -> tuple[list, np.ndarray, str]:
         raise InputError(f"{path}: binary file (it has NUL bytes); compare reads text only")
     text = corpus.normalise(decoded[0], params)
     tokens = corpus.words(text) if params.unit == "word" else list(text)
-    th = TokenHasher().hash_tokens(tokens) if params.unit == "word" else CodePointHasher().hash_text(text)
+    th = word_hashes([text])[0] if params.unit == "word" else CodePointHasher().hash_text(text)
     return tokens, kgram_hashes(th, np.array([len(th)]), params.k)[1], text
 
 

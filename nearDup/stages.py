@@ -20,7 +20,7 @@ from .config import (DEFAULT_THRESHOLD, FORMAT, BandParams, CandidateParams, Clu
 from .errors import InputError, ParameterError, WorkDirError
 from .groups import KeeperRules, build_groups
 from .kernels import lsh, minhash, sets
-from .kernels.shingle import CodePointHasher, TokenHasher, csr_sets, kgram_hashes
+from .kernels.shingle import CodePointHasher, csr_sets, kgram_hashes, word_characters, word_hashes
 from .store import STAGES, WorkDir
 
 SHINGLE_FILES = ("docs.jsonl", "values.npy", "offsets.npy")
@@ -136,30 +136,30 @@ def shingle_partition(task: PartitionTask) -> None:
     """Read, normalise, tokenise and shingle one partition; write its docs, values and offsets, then its marker."""
     work = WorkDir(task.root)
     problems: dict = {}
-    word_hasher, char_hasher = TokenHasher(), CodePointHasher()
-    records, token_hashes, lengths = [], [], []
+    char_hasher = CodePointHasher()
+
+    def token_hashes(texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        if task.params.unit == "word":
+            return word_hashes(texts)[:2]
+        hashed = [char_hasher.hash_text(t) for t in texts]
+        return (np.concatenate(hashed) if hashed else np.empty(0, np.uint32)), np.array([len(h) for h in hashed])
+
+    records, texts = [], []
     streamed = []  # (document number, its unique shingle hashes) of large files shingled piece by piece
-
-    def hash_tokens(text: str) -> np.ndarray:
-        return (word_hasher.hash_tokens(corpus.words(text)) if task.params.unit == "word"
-                else char_hasher.hash_text(text))
-
     for doc in corpus.read_documents(task.items, task.source, problems):
         if doc.pieces is not None:
             try:
-                hashes = _streamed_shingles(doc.pieces, task.params, hash_tokens)
+                hashes = _streamed_shingles(doc.pieces, task.params, lambda t: token_hashes([t])[0])
             except corpus.BinaryFile:
                 problems["binary"] = problems.get("binary", 0) + 1
                 continue
             streamed.append((len(records), hashes))
-            th = np.empty(0, np.uint32)
+            texts.append("")
         else:
-            th = hash_tokens(corpus.normalise(doc.text, task.params))
-        token_hashes.append(th)
-        lengths.append(len(th))
+            texts.append(corpus.normalise(doc.text, task.params))
         records.append({"id": doc.id, "size": doc.size, "mtime_ns": doc.mtime_ns, "sha": doc.sha,
                         "replaced": doc.replaced})
-    all_tokens = np.concatenate(token_hashes) if token_hashes else np.empty(0, np.uint32)
+    all_tokens, lengths = token_hashes(texts)
     doc_index, hashes = kgram_hashes(all_tokens, np.asarray(lengths, np.int64), task.params.k)
     if streamed:
         doc_index = np.concatenate([doc_index, *(np.full(len(h), d, np.int64) for d, h in streamed)])
@@ -211,6 +211,8 @@ def shingle(runner: Runner, args: list[str], source: SourceParams, params: Shing
         runner.log(f"shingle: up to date ({_shingle_summary(record)})")
         _report_problems(runner, record)
         return record
+    if params.unit == "word":
+        word_characters()  # built once here, inherited by the forked workers
     reused = _map_partitions(
         runner, "shingle", shingle_partition, keys, SHINGLE_FILES,
         lambda i: PartitionTask(str(work.root), i, keys[i], params, tuple(parts[i]), source),

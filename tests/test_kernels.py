@@ -5,11 +5,13 @@ import itertools
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from nearDup import corpus
 from nearDup.config import ShingleParams
 from nearDup.kernels import lsh, minhash, sets
-from nearDup.kernels.shingle import CodePointHasher, TokenHasher, csr_sets, kgram_hashes
+from nearDup.kernels.shingle import CodePointHasher, csr_sets, kgram_hashes, word_characters, word_hashes
 
 
 def csr(list_of_sets):
@@ -29,7 +31,7 @@ def exact_jaccard_kernel(a: set, b: set) -> float:
 def shingle_set(text: str, unit: str, k: int) -> set:
     params = ShingleParams(unit=unit, k=k)
     norm = corpus.normalise(text, params)
-    th = TokenHasher().hash_tokens(corpus.words(norm)) if unit == "word" else CodePointHasher().hash_text(norm)
+    th = word_hashes([norm])[0] if unit == "word" else CodePointHasher().hash_text(norm)
     _, hashes = kgram_hashes(th, np.array([len(th)]), k)
     return set(hashes.tolist())
 
@@ -95,6 +97,35 @@ def test_optimal_bands_minimises_the_weighted_error(threshold, num_perm):
 
 
 # ------------------------------------------------------------------------------------------ references
+
+def test_word_table_is_pythons_backslash_w():
+    import re
+
+    table = word_characters()
+    for cp in range(0x110000):
+        if not 0xD800 <= cp <= 0xDFFF:
+            assert table[cp] == (re.fullmatch(r"\w", chr(cp)) is not None), hex(cp)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.text(alphabet=st.characters(blacklist_categories=("Cs",))), max_size=6))
+def test_word_hashes_tokenise_like_re_findall(texts):
+    import re
+
+    hashes, counts, (starts, ends) = word_hashes(texts)
+    joined = "\0".join(texts)
+    words = [joined[a:b] for a, b in zip(starts.tolist(), ends.tolist())]
+    assert words == [w for t in texts for w in re.findall(r"\w+", t)]
+    assert counts.tolist() == [len(re.findall(r"\w+", t)) for t in texts]
+    by_word = {}
+    for w, h in zip(words, hashes.tolist()):
+        assert by_word.setdefault(w, h) == h  # equal words, equal hashes
+
+
+def test_word_hashes_rarely_collide():
+    words = [f"w{i}" for i in range(200_000)] + ["a" * n for n in range(1, 300)]
+    hashes = word_hashes([" ".join(words)])[0]
+    assert len(set(hashes.tolist())) >= len(words) - 20  # 32-bit: ~5 expected collisions among 200k
 
 def test_csr_sets_matches_python_sets():
     rng = np.random.default_rng(1)

@@ -1,31 +1,73 @@
-"""Shingling kernels: token hashes -> k-gram hashes -> per-document sorted unique sets (CSR).
+"""Shingling kernels: texts -> token hashes -> k-gram hashes -> per-document sorted unique sets (CSR).
 
-A document is a sequence of tokens (words, or characters for --unit char). Each distinct token is hashed once with
-MurmurHash3 (mmh3, 32 bits, fixed seed); a k-shingle's hash combines the k token hashes with array arithmetic
-(`hashing.combine`), so no Python call is made per shingle. Sets are stored CSR-style: `values` (uint32, each
-document's hashes sorted and unique, concatenated) and `offsets` (int64, n_docs + 1), document d being
-values[offsets[d]:offsets[d+1]] (MMDS 3.2: a document is represented by its set of k-shingles, hashed to integers).
+A document is a sequence of tokens: words (maximal runs of \\w characters) or characters (--unit char). No Python
+call is made per token or per shingle:
+- words: the texts' code points are classified with a table of \\w over all of Unicode; a word's hash is the
+  polynomial h = sum_i c_i * P^i mod 2^64 of its code points, from prefix sums (each token's sum is
+  (S[end] - S[start]) * P^-start; P is odd, so invertible mod 2^64), mixed with its length by fmix64;
+- characters: each distinct code point is hashed once with MurmurHash3 (mmh3, fixed seed), through a table;
+then a k-shingle's hash combines its k token hashes with array arithmetic (`hashing.combine`). Sets are stored
+CSR-style: `values` (uint32, each document's hashes sorted and unique, concatenated) and `offsets` (int64,
+n_docs + 1), document d being values[offsets[d]:offsets[d+1]] (MMDS 3.2: a document is represented by its set of
+k-shingles, hashed to integers).
 """
 from __future__ import annotations
+
+import functools
 
 import mmh3
 import numpy as np
 
-from .hashing import U64, combine
+from .hashing import U64, combine, fmix64
 
 TOKEN_SEED = 0x6E656172  # fixed: the shingle hashes are part of the work-dir format
 KGRAM_SEED = 0x44757021
 
 
-class TokenHasher(dict):
-    """Memoised mmh3 of tokens: each distinct token costs one mmh3 call per process."""
+_POLY = 0x100000001B3  # odd: the FNV-64 prime
+_POLY_INVERSE = pow(_POLY, -1, 1 << 64)
 
-    def __missing__(self, token: str) -> int:
-        value = self[token] = mmh3.hash(token, TOKEN_SEED, signed=False)
-        return value
 
-    def hash_tokens(self, tokens: list[str]) -> np.ndarray:
-        return np.fromiter(map(self.__getitem__, tokens), dtype=np.uint32, count=len(tokens))
+@functools.cache
+def word_characters() -> np.ndarray:
+    """bool (0x110000,): the code points Python's re matches with \\w (str.isalnum() or '_'; checked for every
+    code point by the tests). Built once per process (0.1 s), before workers fork."""
+    table = np.fromiter((chr(c).isalnum() for c in range(0x110000)), dtype=bool, count=0x110000)
+    table[ord("_")] = True
+    return table
+
+
+_POWER_TABLES: dict[int, np.ndarray] = {}
+
+
+def _powers(base: int, n: int) -> np.ndarray:
+    """base^0 .. base^(n-1) mod 2^64, from a per-process table grown by doubling (partitions reuse it)."""
+    table = _POWER_TABLES.get(base)
+    if table is None or len(table) < n:
+        size = max(n, 2 * len(table) if table is not None else 1 << 20)
+        table = np.full(size, base, dtype=U64)
+        table[0] = 1
+        np.cumprod(table, out=table)
+        _POWER_TABLES[base] = table
+    return table[:n]
+
+
+def word_hashes(texts: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The words (maximal runs of \\w) of each text: (hashes uint32 (T,), words per text (n,), (starts, ends) of
+    each word in the texts joined by NUL). Equal words get equal hashes; a word's hash is
+    fmix64(sum_i c_i P^i + len * C) >> 32 over its code points c_0 .. c_{len-1}."""
+    joined = "\0".join(texts)  # NUL is not a word character: no word spans two texts
+    cps = np.frombuffer(joined.encode("utf-32-le", "surrogatepass"), dtype="<u4")
+    is_word = word_characters()[cps].view(np.int8)
+    edges = np.diff(np.r_[np.int8(0), is_word, np.int8(0)])
+    starts, ends = np.flatnonzero(edges == 1), np.flatnonzero(edges == -1)
+    prefix = np.zeros(len(cps) + 1, dtype=U64)
+    np.cumsum(cps.astype(U64) * _powers(_POLY, len(cps)), out=prefix[1:])
+    poly = (prefix[ends] - prefix[starts]) * _powers(_POLY_INVERSE, len(cps) + 1)[starts]
+    hashes = (fmix64(poly + (ends - starts).astype(U64) * U64(0x9E3779B97F4A7C15)) >> U64(32)).astype(np.uint32)
+    text_starts = np.r_[0, np.cumsum([len(t) + 1 for t in texts])[:-1]] if texts else np.empty(0, np.int64)
+    counts = np.bincount(np.searchsorted(text_starts, starts, side="right") - 1, minlength=len(texts))
+    return hashes, counts, np.stack([starts, ends])
 
 
 class CodePointHasher:
