@@ -46,8 +46,8 @@ class Item:
         return (self.kind, self.id, self.size, self.mtime_ns, self.start, self.end)
 
 
-STREAM_BYTES = 16 << 20  # files larger than this are read and shingled block by block
-BLOCK_BYTES = 4 << 20
+STREAM_BYTES = 2 << 20  # files larger than this are read and shingled block by block (bounded memory)
+BLOCK_BYTES = 1 << 20
 
 
 @dataclasses.dataclass
@@ -285,6 +285,8 @@ def _streamed(item: Item) -> Document:
                 first = False
                 doc.replaced = doc.replaced or "\ufffd" in text
                 cut = max(text.rfind(c) for c in " \n\t\r") + 1 if block else len(text)
+                if cut == 0 and len(text) > 8 * BLOCK_BYTES:  # 8 MB without a blank: cut anyway, memory first
+                    cut = len(text)
                 carry, text = text[cut:], text[:cut]
                 if text:
                     yield text

@@ -58,10 +58,30 @@ def _powers(base: int, n: int) -> np.ndarray:
     return table[:n]
 
 
+BATCH_CODE_POINTS = 1 << 20  # texts are hashed in batches this large: memory stays ~50 MB whatever the partition
+
+
 def word_hashes(texts: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The words (maximal runs of \\w) of each text: (hashes uint32 (T,), words per text (n,), (starts, ends) of
     each word in the texts joined by NUL). Equal words get equal hashes; a word's hash is
     fmix64(sum_i c_i P^i + len * C) >> 32 over its code points c_0 .. c_{len-1}."""
+    results, batch, size, offset = [], [], 0, 0
+    for text in [*texts, None]:
+        if batch and (text is None or size + len(text) > BATCH_CODE_POINTS):
+            hashes, counts, positions = _word_hashes(batch)
+            results.append((hashes, counts, positions + offset))
+            offset += size
+            batch, size = [], 0
+        if text is not None:
+            batch.append(text)
+            size += len(text) + 1
+    if not results:
+        return np.empty(0, np.uint32), np.zeros(len(texts), np.int64), np.empty((2, 0), np.int64)
+    hashes, counts, positions = zip(*results)
+    return np.concatenate(hashes), np.concatenate(counts), np.concatenate(positions, axis=1)
+
+
+def _word_hashes(texts: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     joined = "\0".join(texts)  # NUL is not a word character: no word spans two texts
     cps = np.frombuffer(joined.encode("utf-32-le", "surrogatepass"), dtype="<u4")
     is_word = word_characters()[cps].view(np.int8)
