@@ -181,17 +181,26 @@ def _streamed_shingles(pieces, params: ShingleParams, hash_tokens) -> np.ndarray
     shingled together with the last k-1 tokens of the text before it, so no shingle is lost or made up at a cut.
     Memory grows with the number of distinct shingles, not with the text."""
     tail = np.empty(0, np.uint32)
-    found, previous = [], None
+    merged, pending, first = np.empty(0, np.uint32), [], True
+    for text, last in _lookahead(pieces):  # lazily: one piece in memory at a time
+        th = np.concatenate([tail, hash_tokens(corpus.normalise(text, params, first=first, last=last))])
+        first = False
+        pending.append(sets.sorted_unique(kgram_hashes(th, np.array([len(th)]), params.k)[1]))
+        tail = th[len(th) - min(len(th), params.k - 1):]
+        if sum(map(len, pending)) > max(len(merged), 1 << 20):  # merge when pending outgrows what is merged
+            merged, pending = sets.sorted_unique(np.concatenate([merged, *pending])), []
+    return sets.sorted_unique(np.concatenate([merged, *pending]))
+
+
+def _lookahead(pieces):
+    """(piece, is_last) for each piece of an iterator."""
+    previous = None
     for piece in pieces:
         if previous is not None:
-            th = np.concatenate([tail, hash_tokens(corpus.normalise(previous, params, first=not found, last=False))])
-            found.append(np.unique(kgram_hashes(th, np.array([len(th)]), params.k)[1]))
-            tail = th[len(th) - min(len(th), params.k - 1):]
+            yield previous, False
         previous = piece
     if previous is not None:
-        th = np.concatenate([tail, hash_tokens(corpus.normalise(previous, params, first=not found, last=True))])
-        found.append(np.unique(kgram_hashes(th, np.array([len(th)]), params.k)[1]))
-    return np.unique(np.concatenate(found)) if found else np.empty(0, np.uint32)
+        yield previous, True
 
 
 def shingle(runner: Runner, args: list[str], source: SourceParams, params: ShingleParams, stdin=None,

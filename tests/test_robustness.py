@@ -15,7 +15,7 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from nearDup import store
+from nearDup import corpus, store
 from nearDup.cli import cli
 from nearDup.store import WorkDir
 
@@ -336,3 +336,23 @@ def test_fuzz_no_traceback_and_pairs_agree_with_brute_force(tmp_path_factory, do
         for line in r.stdout.splitlines():
             j, a, b = line.split("\t")
             assert (a, b) in truth and abs(float(j) - truth[(a, b)]) <= 5.0001e-5
+
+
+@pytest.mark.parametrize("unit,k", [("word", 5), ("char", 7)])
+def test_streamed_shingles_equal_whole_text_shingles(unit, k):
+    import numpy as np
+
+    from nearDup.config import ShingleParams
+    from nearDup.kernels.shingle import CodePointHasher, kgram_hashes, word_hashes
+    from nearDup.stages import _streamed_shingles
+
+    rng = random.Random(1)
+    text = " ".join(rng.choice(["alpha", "Beta", "ﬁne", "naïve", "x"]) + ("\n" if rng.random() < .1 else "")
+                    for _ in range(20000))
+    params, chars = ShingleParams(unit=unit, k=k), CodePointHasher()
+    hash_tokens = (lambda t: word_hashes([t])[0]) if unit == "word" else chars.hash_text
+    th = hash_tokens(corpus.normalise(text, params))
+    whole = np.unique(kgram_hashes(th, np.array([len(th)]), k)[1])
+    cuts = sorted(rng.sample([i + 1 for i, c in enumerate(text) if c == " "], 30))  # pieces end after a blank
+    pieces = [text[a:b] for a, b in zip([0] + cuts, cuts + [len(text)])]
+    assert np.array_equal(whole, _streamed_shingles(iter(pieces), params, hash_tokens))

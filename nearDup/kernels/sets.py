@@ -10,6 +10,14 @@ import numpy as np
 from .hashing import U64
 
 
+def sorted_unique(values: np.ndarray) -> np.ndarray:
+    """The distinct values, ascending (sort and compare neighbours; numpy 2's np.unique took 29 s on 16M uint64)."""
+    values = np.sort(values)
+    if len(values) < 2:
+        return values
+    return values[np.r_[True, values[1:] != values[:-1]]]
+
+
 def ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     """Concatenation of arange(s, s + l) for each (s, l), without a Python loop."""
     lengths = np.asarray(lengths, dtype=np.int64)
