@@ -127,8 +127,11 @@ def _shingles(path: str, params: ShingleParams) -> tuple[list, np.ndarray, str]:
     if decoded is None:
         raise InputError(f"{path}: binary file (it has NUL bytes); compare reads text only")
     text = corpus.normalise(decoded[0], params)
-    tokens = corpus.words(text) if params.unit == "word" else list(text)
-    th = word_hashes([text])[0] if params.unit == "word" else CodePointHasher().hash_text(text)
+    if params.unit == "word":
+        th, _, (starts, ends) = word_hashes([text])
+        tokens = [text[a:b] for a, b in zip(starts.tolist(), ends.tolist())]
+    else:
+        th, tokens = CodePointHasher().hash_text(text), list(text)
     return tokens, kgram_hashes(th, np.array([len(th)]), params.k)[1], text
 
 

@@ -365,7 +365,8 @@ def _report(app: App, results: Results) -> int:
     status."""
     select = app.select or ("groups" if app.last == "cluster" else "pairs")
     pairs = results.pairs
-    groups = results.groups() if select != "pairs" or app.reference_only else None
+    all_groups = results.groups() if select != "pairs" or app.reference_only else None
+    groups = all_groups
     if app.reference_only:
         groups = [g for g in groups if any(m["reference"] for m in g["members"])]
     counts = {"pairs": len(pairs)}
@@ -382,7 +383,7 @@ def _report(app: App, results: Results) -> int:
             docs = {d["id"]: d for d in results.docs()}
             printer.text(actions.make_script(groups, docs, app.action, app.quarantine))
         elif select == "uniques":
-            grouped = {m["id"] for g in results.groups() for m in g["members"]}
+            grouped = {m["id"] for g in all_groups for m in g["members"]}
             printer.paths([d["id"] for d in results.docs() if d["id"] not in grouped], "unique")
         else:
             role = {"dupes": "duplicate", "keepers": "keeper"}[select]

@@ -23,7 +23,6 @@ import numpy as np
 from .config import ShingleParams, SourceParams
 from .errors import InputError
 
-WORD = re.compile(r"\w+")
 SPACE = re.compile(r"\s+")
 BOMS = ((b"\xef\xbb\xbf", "utf-8"), (b"\xff\xfe\x00\x00", "utf-32-le"), (b"\x00\x00\xfe\xff", "utf-32-be"),
         (b"\xff\xfe", "utf-16-le"), (b"\xfe\xff", "utf-16-be"))
@@ -359,11 +358,6 @@ def normalise(text: str, params: ShingleParams, first: bool = True, last: bool =
         text = text.lstrip(" ") if first else text
         text = text.rstrip(" ") if last else text
     return text
-
-
-def words(text: str) -> list[str]:
-    """Maximal runs of Unicode word characters (Python's \\w+), as text-dedup and datatrove tokenise."""
-    return WORD.findall(text)
 
 
 def read_pairs(path: str, threshold: float | None) -> list[dict]:

@@ -9,6 +9,7 @@ LSH candidate never joins two groups.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 from typing import Callable
 
@@ -44,8 +45,12 @@ class KeeperRules:
                 order = ("prefer", *order)
         return cls(order, prefer)
 
+    @functools.cached_property
+    def _pattern(self) -> re.Pattern | None:
+        return re.compile(self.prefer) if self.prefer else None
+
     def sort_key(self, doc: dict) -> tuple:
-        pattern = re.compile(self.prefer) if self.prefer else None
+        pattern = self._pattern
         key: list = [not doc.get("reference", False)]
         for rule in self.order:
             key.append({

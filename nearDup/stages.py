@@ -447,9 +447,8 @@ class VerifyTask:
     starts: tuple
 
 
-def set_overlap(work: WorkDir, starts: np.ndarray, a: np.ndarray, b: np.ndarray):
+def set_overlap(shingles: PartitionArrays, starts: np.ndarray, a: np.ndarray, b: np.ndarray):
     """(|A ∩ B|, |A|, |B|) of the stored shingle sets of documents a[i] and b[i]."""
-    shingles = PartitionArrays(work, "shingle", ("values.npy", "offsets.npy"))
     va, la = sets.gather_sets(shingles, starts, a)
     vb, lb = sets.gather_sets(shingles, starts, b)
     return sets.intersection_sizes(va, la, vb, lb), la, lb
@@ -460,7 +459,8 @@ def verify_chunk(task: VerifyTask) -> tuple[np.ndarray, np.ndarray, np.ndarray, 
     work = WorkDir(task.root)
     pairs = np.asarray(work.load_array(work.path("candidates", "pairs.npy"), "candidates", mmap=True)[task.lo:task.hi])
     starts = np.asarray(task.starts, dtype=np.int64)
-    inter, la, lb = set_overlap(work, starts, pairs[:, 0], pairs[:, 1])
+    inter, la, lb = set_overlap(PartitionArrays(work, "shingle", ("values.npy", "offsets.npy")), starts,
+                                pairs[:, 0], pairs[:, 1])
     signatures = PartitionArrays(work, "signature", ("npy",))
     agree = (sets.gather_rows(signatures, starts, pairs[:, 0]) == sets.gather_rows(signatures, starts, pairs[:, 1]))
     return inter, la, lb, agree.mean(axis=1)
@@ -520,11 +520,12 @@ def cluster(runner: Runner, params: ClusterParams) -> dict:
     edges = work.load_array(work.path("verify", "pairs.npy"), "verify")
     anchors = {b["anchor"] for b in work.load_jsonl(work.path("candidates", "large_buckets.jsonl"), "candidates")}
     starts = part_starts(shingle_record)
+    shingles = PartitionArrays(work, "shingle", ("values.npy", "offsets.npy"))  # mapped once for every call
 
     def similarity(a, b):
         out = []
         for lo in range(0, len(a), VERIFY_CHUNK):
-            inter, la, lb = set_overlap(work, starts, a[lo:lo + VERIFY_CHUNK], b[lo:lo + VERIFY_CHUNK])
+            inter, la, lb = set_overlap(shingles, starts, a[lo:lo + VERIFY_CHUNK], b[lo:lo + VERIFY_CHUNK])
             out.append(sets.jaccard(inter, la, lb))
         return np.concatenate(out) if out else np.empty(0)
 

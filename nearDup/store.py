@@ -32,6 +32,7 @@ import gzip
 import json
 import os
 import shutil
+import sys
 import time
 from pathlib import Path
 
@@ -185,7 +186,7 @@ class WorkDir:
         folder.mkdir(exist_ok=True)
         if name == "-":
             with atomic_file(folder / "stdin.jsonl") as out:
-                shutil.copyfileobj(stream if stream is not None else __import__("sys").stdin.buffer, out)
+                shutil.copyfileobj(stream if stream is not None else sys.stdin.buffer, out)
             return str(folder / "stdin.jsonl")
         st = os.stat(name)
         target = folder / f"{Path(name).name[:-3]}.{st.st_size}.{st.st_mtime_ns}"
