@@ -342,7 +342,8 @@ class Results:
     @classmethod
     def of_workdir(cls, runner: stages.Runner) -> "Results":
         work = runner.work
-        return cls(stages.verified_pairs(work), lambda: stages.clusters(work), lambda: stages.load_docs(work),
+        return cls(stages.verified_pairs(work), lambda: stages.clusters(work),
+                   lambda: [d for d in stages.load_docs(work) if d["live"]],
                    runner.soft_errors)
 
 

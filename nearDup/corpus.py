@@ -40,9 +40,10 @@ class Item:
     start: int = 0
     end: int = 0
     first_line: int = 1
+    inode: int = 0
 
     def fingerprint(self) -> tuple:
-        return (self.kind, self.id, self.size, self.mtime_ns, self.start, self.end)
+        return (self.kind, self.id, self.size, self.mtime_ns, self.start, self.end, self.inode)
 
 
 STREAM_BYTES = 2 << 20  # files larger than this are read and shingled block by block (bounded memory)
@@ -108,7 +109,7 @@ def list_items(args: list[str], params: SourceParams, stdin=None, spool: Callabl
             for item in _walk(arg, params, skipped):
                 items.setdefault(item.id, item)
         elif stat.S_ISREG(st.st_mode):
-            items.setdefault(arg, Item("file", arg, arg, st.st_size, st.st_mtime_ns))
+            items.setdefault(arg, Item("file", arg, arg, st.st_size, st.st_mtime_ns, inode=st.st_ino))
         else:
             raise InputError(f"{arg}: not a regular file or folder")
     return Listing(sorted(items.values(), key=lambda i: (i.id, i.start)), skipped, expanded)
@@ -151,7 +152,7 @@ def _walk(root: str, params: SourceParams, skipped: dict) -> Iterator[Item]:
             elif stat.S_ISREG(st.st_mode):
                 if _wanted(rel, entry.name, params):
                     path = os.path.join(folder, entry.name)
-                    yield Item("file", path, path, st.st_size, st.st_mtime_ns)
+                    yield Item("file", path, path, st.st_size, st.st_mtime_ns, inode=st.st_ino)
                 else:
                     skipped["excluded"] += 1
 
@@ -195,7 +196,8 @@ def _jsonl_items(arg: str, params: SourceParams, stdin, spool) -> Iterator[Item]
         limit = np.searchsorted(ends, start + params.partition_bytes, side="right")
         stop = max(line + 1, min(stop, int(limit)))
         end = int(ends[stop - 1])
-        yield Item("jsonl", path, f"{label}:{line + 1:012d}", st.st_size, st.st_mtime_ns, start, end, line + 1)
+        yield Item("jsonl", path, f"{label}:{line + 1:012d}", st.st_size, st.st_mtime_ns, start, end, line + 1,
+                   st.st_ino)
         start, line = end, stop
 
 
@@ -260,6 +262,23 @@ def read_documents(items: list[Item], params: SourceParams, problems: dict) -> I
         text, replaced = decoded
         sha = hashlib.blake2b(data, digest_size=16).hexdigest()
         yield Document(item.id, text, len(data), item.mtime_ns, sha, replaced)
+
+
+def content_hashes(item: Item, params: SourceParams) -> Iterator[tuple[str, str]]:
+    """(id, sha) of each document of an item, as read_documents would give them, without decoding files: how an
+    index recognises an unchanged or renamed document before shingling it. Unreadable items give nothing."""
+    if item.kind == "jsonl":
+        for doc in _read_jsonl(item, dataclasses.replace(params, strict=False), {}):
+            yield doc.id, doc.sha
+        return
+    digest = hashlib.blake2b(digest_size=16)
+    try:
+        with open(item.path, "rb") as f:
+            for block in iter(lambda: f.read(BLOCK_BYTES), b""):
+                digest.update(block)
+    except OSError:
+        return
+    yield item.id, digest.hexdigest()
 
 
 def _streamed(item: Item) -> Document:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from dataclasses import asdict
+from pathlib import Path
 from typing import Callable
 
 import numpy as np
@@ -64,7 +65,7 @@ def _up_to_date(work: WorkDir, name: str, key: str, log: Callable[[str], None] |
     if record is None or record.get("key") != key:
         return None
     for file, size in record.get("files", {}).items():
-        path = work.path(name, file)
+        path = work.output(name, file, key)
         if not path.exists() or path.stat().st_size != size:
             if log is not None:
                 log(f"warning: {path} is missing or truncated; recomputing the {name} stage")
@@ -80,9 +81,9 @@ def _begin(runner: Runner, name: str, params, *extra) -> tuple[dict, str, dict |
     return upstream, key, _up_to_date(runner.work, name, key, runner.log)
 
 
-def _files(work: WorkDir, stage: str, *names: str) -> dict:
+def _files(work: WorkDir, stage: str, key: str, *names: str) -> dict:
     """Sizes of a stage's output files, kept in its record so that a damaged file is noticed."""
-    return {name: work.path(stage, name).stat().st_size for name in names}
+    return {name: work.output(stage, name, key).stat().st_size for name in names}
 
 
 def part_starts(shingle_record: dict) -> np.ndarray:
@@ -92,27 +93,30 @@ def part_starts(shingle_record: dict) -> np.ndarray:
 
 
 class PartitionArrays:
-    """Lazily memory-mapped per-partition arrays of one stage (what `sets.gather_*` index into)."""
+    """Lazily memory-mapped per-partition arrays of one stage (what `sets.gather_*` index into): item p is the
+    arrays of the p-th listed shard, shard number shards[p]."""
 
-    def __init__(self, work: WorkDir, stage: str, suffixes: tuple[str, ...]):
-        self.work, self.stage, self.suffixes, self.cache = work, stage, suffixes, {}
+    def __init__(self, work: WorkDir, stage: str, suffixes: tuple[str, ...], shards):
+        self.work, self.stage, self.suffixes, self.shards, self.cache = work, stage, suffixes, shards, {}
 
     def __getitem__(self, p: int):
         if p not in self.cache:
-            arrays = tuple(self.work.load_array(self.work.part(self.stage, p, s), self.stage, mmap=True)
+            arrays = tuple(self.work.load_array(self.work.part(self.stage, self.shards[p], s), self.stage, mmap=True)
                            for s in self.suffixes)
             self.cache[p] = arrays if len(arrays) > 1 else arrays[0]
         return self.cache[p]
 
 
-def _map_partitions(runner: Runner, stage: str, fn, keys: list[str], files: tuple[str, ...], make_task,
-                    sizes=None, unit="part") -> int:
-    """Run fn over the partitions whose done marker is missing or stale; returns how many were reused."""
+def _map_partitions(runner: Runner, stage: str, fn, shards: list[int], keys: list[str], files: tuple[str, ...],
+                    make_task, sizes=None, unit="part") -> int:
+    """Run fn over the shards whose done marker is missing or stale (make_task(i) for the i-th listed shard);
+    returns how many were reused."""
     work = runner.work
-    todo = [i for i, key in enumerate(keys) if work.part_done(stage, i, key, files) is None]
+    todo = [i for i, (n, key) in enumerate(zip(shards, keys)) if work.part_done(stage, n, key, files) is None]
     for i in todo:
-        if work.part_done(stage, i, keys[i], ()) is not None:  # finished once, but a file was lost or cut
-            runner.log(f"warning: {work.part(stage, i, '*')} has a missing or truncated file; recomputing it")
+        if work.part_done(stage, shards[i], keys[i], ()) is not None:  # finished once, but a file was lost or cut
+            runner.log(f"warning: {work.part(stage, shards[i], '*')} has a missing or truncated file; "
+                       f"recomputing it")
     runner.engine.map(fn, [make_task(i) for i in todo], desc=stage,
                       sizes=[sizes[i] for i in todo] if sizes else None, unit=unit)
     return len(keys) - len(todo)
@@ -122,58 +126,76 @@ def _map_partitions(runner: Runner, stage: str, fn, keys: list[str], files: tupl
 
 @dataclasses.dataclass(frozen=True)
 class PartitionTask:
-    """One partition's work for a worker (any engine): where the work dir is, which partition, with what."""
+    """One partition's work for a worker (any engine): where the work dir is, which shard, with what."""
 
     root: str
-    index: int
+    index: int  # the shard number
     key: str
     params: object
     items: tuple = ()  # shingle: the partition's inputs
     source: SourceParams | None = None
+    only: frozenset | None = None  # shingle: only these document ids of the items (the rest are indexed already)
 
 
-def shingle_partition(task: PartitionTask) -> None:
-    """Read, normalise, tokenise and shingle one partition; write its docs, values and offsets, then its marker."""
-    work = WorkDir(task.root)
-    problems: dict = {}
+def shingle_documents(documents, params: ShingleParams, problems: dict) -> tuple[list[dict], np.ndarray, np.ndarray]:
+    """Normalise, tokenise and shingle documents: (records, values, offsets), the CSR shingle sets of the records
+    (id, size, mtime_ns, sha, replaced, shingles). Binary large files found while streaming count in problems."""
     char_hasher = CodePointHasher()
 
     def token_hashes(texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
-        if task.params.unit == "word":
+        if params.unit == "word":
             return word_hashes(texts)[:2]
         hashed = [char_hasher.hash_text(t) for t in texts]
         return (np.concatenate(hashed) if hashed else np.empty(0, np.uint32)), np.array([len(h) for h in hashed])
 
     records, texts = [], []
     streamed = []  # (document number, its unique shingle hashes) of large files shingled piece by piece
-    for doc in corpus.read_documents(task.items, task.source, problems):
+    for doc, extra in documents:
         if doc.pieces is not None:
             try:
-                hashes = _streamed_shingles(doc.pieces, task.params, lambda t: token_hashes([t])[0])
+                hashes = _streamed_shingles(doc.pieces, params, lambda t: token_hashes([t])[0])
             except corpus.BinaryFile:
                 problems["binary"] = problems.get("binary", 0) + 1
                 continue
             streamed.append((len(records), hashes))
             texts.append("")
         else:
-            texts.append(corpus.normalise(doc.text, task.params))
+            texts.append(corpus.normalise(doc.text, params))
         records.append({"id": doc.id, "size": doc.size, "mtime_ns": doc.mtime_ns, "sha": doc.sha,
-                        "replaced": doc.replaced})
+                        "replaced": doc.replaced, **extra})
     all_tokens, lengths = token_hashes(texts)
-    doc_index, hashes = kgram_hashes(all_tokens, np.asarray(lengths, np.int64), task.params.k)
+    doc_index, hashes = kgram_hashes(all_tokens, np.asarray(lengths, np.int64), params.k)
     if streamed:
         doc_index = np.concatenate([doc_index, *(np.full(len(h), d, np.int64) for d, h in streamed)])
         hashes = np.concatenate([hashes, *(h for _, h in streamed)])
     values, offsets = csr_sets(doc_index, hashes, len(records))
     for record, n in zip(records, np.diff(offsets).tolist()):
         record["shingles"] = n
+    return records, values, offsets
+
+
+def shingle_partition(task: PartitionTask) -> None:
+    """Read, normalise, tokenise and shingle one partition; write its docs, values and offsets, then its marker."""
+    work = WorkDir(task.root)
+    problems: dict = {}
+
+    def documents():
+        for item in task.items:
+            extra = {"item": item_digest(item), "inode": item.inode}
+            for doc in corpus.read_documents([item], task.source, problems):
+                if task.only is None or doc.id in task.only:
+                    yield doc, extra
+
+    records, values, offsets = shingle_documents(documents(), task.params, problems)
     work.save_jsonl(work.part("shingle", task.index, "docs.jsonl"), records)
     work.save_array(work.part("shingle", task.index, "values.npy"), values)
     work.save_array(work.part("shingle", task.index, "offsets.npy"), offsets)
     work.mark_part_done("shingle", task.index, task.key, suffixes=SHINGLE_FILES, stats={
-        "docs": len(records), "bytes": sum(r["size"] for r in records), "shingles": int(len(values)),
-        "short": sum(1 for r in records if r["shingles"] == 0),
-        "replaced": sum(1 for r in records if r["replaced"]), **problems})
+        "docs": len(records), "bytes": sum(r["size"] for r in records), **problems})
+
+
+def item_digest(item: corpus.Item) -> str:
+    return digest(item.fingerprint())[:16]
 
 
 def _streamed_shingles(pieces, params: ShingleParams, hash_tokens) -> np.ndarray:
@@ -203,46 +225,179 @@ def _lookahead(pieces):
         yield previous, True
 
 
+CATALOG = "catalog.jsonl"
+ROW_FIELDS = ("id", "size", "mtime_ns", "inode", "sha", "shingles", "replaced", "item")
+
+
+@dataclasses.dataclass
+class Plan:
+    """What a run must do to bring the shards up to the listed inputs: the catalog rows kept from the stored
+    shards (dead ones marked), and the items to shingle into new shards (with the ids wanted of each)."""
+
+    rows: list[dict]
+    todo: list[tuple[corpus.Item, frozenset | None]]
+    renamed: int = 0
+    removed: int = 0
+
+
+def plan_shingling(rows: list[dict], items: list[corpus.Item], source: SourceParams) -> Plan:
+    """Match the listed items against the stored catalog rows.
+
+    An item whose fingerprint (path, size, mtime, inode; byte range for JSONL) is unchanged keeps its rows. The
+    rows of vanished or changed items are released; a changed item is then read for content hashes (only when one
+    could match: same id, or the size of a released file) and each of its documents claims a released row with the
+    same id and hash (touched, not changed), else one with the same hash (renamed). What is left is shingled."""
+    rows = [dict(r) for r in rows]
+    by_item: dict[str, list[int]] = {}
+    for n, row in enumerate(rows):
+        if row["live"]:
+            by_item.setdefault(row["item"], []).append(n)
+    listed = {item_digest(item): item for item in items}
+    changed = [item for fp, item in listed.items() if fp not in by_item]
+    released = [n for fp, numbers in by_item.items() if fp not in listed for n in numbers]
+    for n in released:
+        rows[n]["live"] = False
+    plan = Plan(rows, [])
+    sizes = {rows[n]["size"] for n in released}
+    by_id = {rows[n]["id"]: n for n in released}
+    by_sha: dict[str, list[int]] = {}
+    for n in sorted(released):
+        by_sha.setdefault(rows[n]["sha"], []).append(n)
+    found: list[tuple[corpus.Item, str, str]] = []  # (item, id, sha) of documents of changed items
+    for item in changed:
+        if released and (item.kind == "jsonl" or item.id in by_id or item.size in sizes):
+            found.extend((item, doc_id, sha) for doc_id, sha in corpus.content_hashes(item, source))
+    claimed: dict[str, int] = {}
+    for _, doc_id, sha in found:  # the same id with the same content first, then renames, in id order
+        n = by_id.get(doc_id)
+        if n is not None and rows[n]["sha"] == sha and not rows[n]["live"]:
+            rows[n]["live"], claimed[doc_id] = True, n
+    for _, doc_id, sha in sorted(found, key=lambda f: f[1]):
+        if doc_id not in claimed:
+            n = next((n for n in by_sha.get(sha, ()) if not rows[n]["live"]), None)
+            if n is not None:
+                rows[n]["live"], claimed[doc_id] = True, n
+                plan.renamed += 1
+    for item, doc_id, _ in found:
+        if doc_id in claimed:
+            rows[claimed[doc_id]].update(id=doc_id, mtime_ns=item.mtime_ns, inode=item.inode, item=item_digest(item))
+    plan.removed = sum(1 for n in released if not rows[n]["live"])
+    wanted: dict[str, set] = {}
+    for item, doc_id, _ in found:
+        if doc_id not in claimed:
+            wanted.setdefault(item.id, set()).add(doc_id)
+    for item in changed:
+        read = any(f[0] is item for f in found)
+        if item.kind == "file" and (not read or item.id in wanted):
+            plan.todo.append((item, None))
+        elif item.kind == "jsonl" and (not read or item.id in wanted):
+            plan.todo.append((item, frozenset(wanted[item.id]) if read else None))
+    plan.todo.sort(key=lambda t: (t[0].id, t[0].start))
+    return plan
+
+
 def shingle(runner: Runner, args: list[str], source: SourceParams, params: ShingleParams, stdin=None,
             references: tuple[str, ...] = ()) -> dict:
-    """references: folders or files whose documents are always keepers (read like the other arguments)."""
+    """Bring the shards up to the inputs: only new and changed documents are read and shingled, into new shards;
+    deleted ones are marked dead. references: folders or files whose documents are always keepers."""
     work = runner.work
     listing = corpus.list_items([*args, *references], source, stdin, spool=work.spool)
     inputs = [{"path": p, "reference": i >= len(listing.args) - len(references)} for i, p in enumerate(listing.args)]
     if not listing.items:
         raise InputError(f"{' '.join(args)}: no documents found (folder empty, or every file hidden or excluded)")
-    parts = corpus.partition(listing.items, source)
-    keys = [digest("shingle", FORMAT, params, source.id_field, source.text_field, source.strict,
-                   [item.fingerprint() for item in part]) for part in parts]
-    key = digest("shingle", keys, inputs)
-    record = _up_to_date(work, "shingle", key)
-    if record is not None and all(work.part_done("shingle", i, k, SHINGLE_FILES) for i, k in enumerate(keys)):
-        runner.log(f"shingle: up to date ({_shingle_summary(record)})")
-        _report_problems(runner, record)
-        return record
-    if params.unit == "word":
+    content = {"params": asdict(params), "id_field": source.id_field, "text_field": source.text_field,
+               "strict": source.strict}
+    previous = work.read_manifest()["stages"].get("shingle")
+    base = previous if previous is not None and previous.get("content") == content else None
+    old_rows = _stored_rows(runner, base) if base is not None else []
+    plan = plan_shingling(old_rows, listing.items, source)
+    if (base is not None and not plan.todo and plan.rows == old_rows and base.get("inputs") == inputs
+            and all(r["live"] for r in old_rows) == all(r["live"] for r in plan.rows)):
+        runner.log(f"shingle: up to date ({_shingle_summary(base)})")
+        _report_problems(runner, base)
+        return base
+    run = (previous or {}).get("run", 0) + 1
+    carried = {(r["id"], r["sha"]): r["added"] for r in old_rows if r["live"]}
+    live = sum(r["live"] for r in plan.rows)
+    if len(plan.rows) - live > max(live, 1000):  # more dead rows than live ones: rebuild the shards compactly
+        base, plan = None, plan_shingling([], listing.items, source)
+    shards, counts, keys, rows = [], [], [], []
+    if base is not None:  # keep the shards that still hold a live document (numbers shift past a dropped one)
+        start = 0
+        for n, count, shard_key in zip(base["shards"], base["docs"], base["partitions"]):
+            if any(r["live"] for r in plan.rows[start:start + count]):
+                shards.append(n), counts.append(count), keys.append(shard_key)
+                rows.extend(plan.rows[start:start + count])
+            start += count
+    next_shard = (previous or {}).get("next_shard", 0)
+    parts = corpus.partition([item for item, _ in plan.todo], source)
+    only = {item.id: ids for item, ids in plan.todo}
+    new_keys, new_shards, tasks_only = [], [], []
+    for i, part in enumerate(parts):
+        wanted = [only[item.id] for item in part]
+        restriction = frozenset().union(*wanted) if any(w is not None for w in wanted) else None
+        new_keys.append(digest("shingle", FORMAT, content, [item.fingerprint() for item in part],
+                               sorted(restriction) if restriction is not None else None))
+        new_shards.append(next_shard + i)
+        tasks_only.append(restriction)
+    if params.unit == "word" and parts:
         word_characters()  # built once here, inherited by the forked workers
     reused = _map_partitions(
-        runner, "shingle", shingle_partition, keys, SHINGLE_FILES,
-        lambda i: PartitionTask(str(work.root), i, keys[i], params, tuple(parts[i]), source),
+        runner, "shingle", shingle_partition, new_shards, new_keys, SHINGLE_FILES,
+        lambda i: PartitionTask(str(work.root), new_shards[i], new_keys[i], params, tuple(parts[i]), source,
+                                tasks_only[i]),
         sizes=[sum(item.size for item in part) for part in parts], unit="B")
-    dones = [work.part_done("shingle", i, k, SHINGLE_FILES) for i, k in enumerate(keys)]
     totals: dict = {"skipped": listing.skipped}
-    for done in dones:
+    for n, key in zip(new_shards, new_keys):
+        done = work.part_done("shingle", n, key, SHINGLE_FILES)
         for name, value in done.items():
             if name == "messages":
                 totals.setdefault("messages", []).extend(value)
-            elif isinstance(value, int) and name != "key":
+            elif isinstance(value, int) and name not in ("docs", "bytes"):
                 totals[name] = totals.get(name, 0) + value
-    docs = [done["docs"] for done in dones]
-    record = {"key": key, "params": asdict(params), "source": asdict(source), "inputs": inputs, "partitions": keys,
-              "docs": docs, "stats": totals}
+        shard_docs = work.load_jsonl(work.part("shingle", n, "docs.jsonl"), "shingle")
+        rows.extend({**{f: d.get(f) for f in ROW_FIELDS}, "live": True,
+                     "added": carried.get((d["id"], d["sha"]), run)} for d in shard_docs)
+        counts.append(len(shard_docs))
+    shards, keys = [*shards, *new_shards], [*keys, *new_keys]
+    alive = [r for r in rows if r["live"]]
+    totals.update(docs=len(alive), bytes=sum(r["size"] for r in alive), shingles=sum(r["shingles"] for r in alive),
+                  short=sum(1 for r in alive if r["shingles"] == 0), replaced=sum(1 for r in alive if r["replaced"]),
+                  added=sum(1 for r in alive if r["added"] == run), removed=plan.removed, renamed=plan.renamed)
+    key = digest("shingle", keys, inputs, digest(rows))
+    work.save_jsonl(work.output("shingle", CATALOG, key), rows)
+    record = {"key": key, "params": asdict(params), "source": asdict(source), "content": content,
+              "inputs": inputs, "partitions": keys, "shards": shards, "docs": counts, "run": run,
+              "next_shard": next_shard + len(parts), "files": _files(work, "shingle", key, CATALOG),
+              "stats": totals}
     _check_documents(runner, record, params, args)
     work.record_stage("shingle", record)
-    runner.log(f"shingle: {_shingle_summary(record)}" + (f"; {reused} of {len(keys)} partitions reused" if reused
-                                                          else ""))
+    runner.log(f"shingle: {_shingle_summary(record)}" + (f"; {reused} of {len(parts)} new partitions reused "
+                                                          "from an interrupted run" if reused else ""))
     _report_problems(runner, record)
     return record
+
+
+def load_catalog(work: WorkDir, record: dict) -> list[dict]:
+    return work.load_jsonl(work.output("shingle", CATALOG, record["key"]), "shingle")
+
+
+def _stored_rows(runner: Runner, record: dict) -> list[dict]:
+    """The stored catalog, with the rows of a damaged shard marked dead (their documents are read again), or
+    nothing when the catalog itself is damaged (everything is read again)."""
+    work = runner.work
+    if _up_to_date(work, "shingle", record["key"], runner.log) is None:
+        return []
+    rows = load_catalog(work, record)
+    start = 0
+    for n, key, count in zip(record["shards"], record["partitions"], record["docs"]):
+        if work.part_done("shingle", n, key, SHINGLE_FILES) is None:
+            runner.log(f"warning: {work.part('shingle', n, '*')} has a missing or truncated file; reading its "
+                       f"documents again")
+            for row in rows[start:start + count]:
+                row["live"] = False
+        start += count
+    return rows
 
 
 def _check_documents(runner: Runner, record: dict, params: ShingleParams, args: list[str]) -> None:
@@ -255,7 +410,7 @@ def _check_documents(runner: Runner, record: dict, params: ShingleParams, args: 
         raise InputError(f"{where}: no document is long enough for one {params.k}-{params.unit} shingle; "
                          f"lower -k or use --unit char")
     if record["source"]["jsonl"]:
-        ids = [doc["id"] for doc in load_docs(runner.work, record)]
+        ids = [doc["id"] for doc in load_catalog(runner.work, record) if doc["live"]]
         if len(set(ids)) != len(ids):
             seen, dup = set(), []
             for i in ids:
@@ -277,6 +432,9 @@ def _shingle_summary(record: dict) -> str:
         ("replaced", "with invalid UTF-8 replaced"), ("bad_lines", "bad JSONL lines skipped"))
         if s.get(k)]
     notes += [f"{n} {kind} skipped" for kind, n in s.get("skipped", {}).items() if n]
+    changes = [f"{s[k]} {k}" for k in ("added", "removed", "renamed") if s.get(k)]
+    if changes and s.get("added") != s["docs"]:
+        notes.append("this run: " + ", ".join(changes))
     return text + ("; " + "; ".join(notes) if notes else "")
 
 
@@ -288,12 +446,10 @@ def _report_problems(runner: Runner, record: dict) -> None:
 
 
 def load_docs(work: WorkDir, shingle_record: dict | None = None) -> list[dict]:
-    """Every document record, in global order, with `arg` (index of the argument it was found under) and
-    `reference` (found under a --reference path)."""
+    """Every catalog row, in global order (dead rows too: `live` says which documents exist now), with `arg`
+    (index of the argument it was found under) and `reference` (found under a --reference path)."""
     record = shingle_record or require(work, "shingle")
-    docs = []
-    for i in range(len(record["partitions"])):
-        docs.extend(work.load_jsonl(work.part("shingle", i, "docs.jsonl"), "shingle"))
+    docs = load_catalog(work, record)
     inputs = record.get("inputs", [])
     prefixes = [(p["path"] if p["path"].endswith("/") else p["path"] + "/") for p in inputs]
     for doc in docs:
@@ -310,13 +466,17 @@ def signature_partition(task: PartitionTask) -> None:
     work = WorkDir(task.root)
     values = work.load_array(work.part("shingle", task.index, "values.npy"), "shingle")
     offsets = work.load_array(work.part("shingle", task.index, "offsets.npy"), "shingle")
-    if task.params.method == "oph":
-        sig = minhash.oph_signatures(values, offsets, task.params.num_perm, task.params.seed)
-    else:
-        a, b = work.load_array(work.path("signature", "permutations.npy"), "signature")
-        sig = minhash.affine_signatures(values, offsets, a, b)
+    sig = signatures(values, offsets, task.params)
     work.save_array(work.part("signature", task.index, "npy"), sig)
     work.mark_part_done("signature", task.index, task.key, suffixes=("npy",), stats={"docs": len(sig)})
+
+
+def signatures(values: np.ndarray, offsets: np.ndarray, params: SignatureParams) -> np.ndarray:
+    """MinHash signatures (n_docs, num_perm) of CSR shingle sets, by the method and seed of params."""
+    if params.method == "oph":
+        return minhash.oph_signatures(values, offsets, params.num_perm, params.seed)
+    a, b = minhash.draw_affine_parameters(params.num_perm, params.seed)  # drawn again: cheap and deterministic
+    return minhash.affine_signatures(values, offsets, a, b)
 
 
 def signature(runner: Runner, params: SignatureParams) -> dict:
@@ -324,18 +484,16 @@ def signature(runner: Runner, params: SignatureParams) -> dict:
     upstream = require(work, "shingle", consumer="signature")
     keys = [digest("signature", FORMAT, params, k) for k in upstream["partitions"]]
     key = digest("signature", keys)
+    shards = upstream["shards"]
     record = _up_to_date(work, "signature", key)
-    if record is not None and all(work.part_done("signature", i, k, ("npy",)) for i, k in enumerate(keys)):
+    if record is not None and all(work.part_done("signature", n, k, ("npy",)) for n, k in zip(shards, keys)):
         runner.log(f"signature: up to date ({params.num_perm} {params.method} permutations)")
         return record
-    if params.method == "permutation":
-        work.save_array(work.path("signature", "permutations.npy"),
-                        np.stack(minhash.draw_affine_parameters(params.num_perm, params.seed)))
-    reused = _map_partitions(runner, "signature", signature_partition, keys, ("npy",),
-                             lambda i: PartitionTask(str(work.root), i, keys[i], params),
+    reused = _map_partitions(runner, "signature", signature_partition, shards, keys, ("npy",),
+                             lambda i: PartitionTask(str(work.root), shards[i], keys[i], params),
                              sizes=upstream["docs"], unit="doc")
     record = {"key": key, "params": asdict(params), "upstream": upstream["key"], "partitions": keys,
-              "docs": upstream["docs"]}
+              "shards": shards, "next_shard": upstream["next_shard"], "docs": upstream["docs"]}
     work.record_stage("signature", record)
     runner.log(f"signature: {sum(upstream['docs'])} signatures of {params.num_perm} {params.method} permutations"
                + (f"; {reused} of {len(keys)} partitions reused" if reused else ""))
@@ -378,13 +536,16 @@ def band(runner: Runner, threshold: float | None = None, bands: int | None = Non
     keys = [digest("band", FORMAT, params, k) for k in upstream["partitions"]]
     key = digest("band", keys)
     summary = describe_bands(params, num_perm)
+    shards = upstream["shards"]
     record = _up_to_date(work, "band", key)
-    if record is not None and all(work.part_done("band", i, k, ("npy",)) for i, k in enumerate(keys)):
+    if record is not None and all(work.part_done("band", n, k, ("npy",)) for n, k in zip(shards, keys)):
         runner.log(f"band: up to date ({summary})")
         return record
-    _map_partitions(runner, "band", band_partition, keys, ("npy",),
-                    lambda i: PartitionTask(str(work.root), i, keys[i], params), sizes=upstream["docs"], unit="doc")
-    record = {"key": key, "params": asdict(params), "upstream": upstream["key"], "partitions": keys}
+    _map_partitions(runner, "band", band_partition, shards, keys, ("npy",),
+                    lambda i: PartitionTask(str(work.root), shards[i], keys[i], params), sizes=upstream["docs"],
+                    unit="doc")
+    record = {"key": key, "params": asdict(params), "upstream": upstream["key"], "partitions": keys,
+              "shards": shards, "next_shard": upstream["next_shard"]}
     work.record_stage("band", record)
     runner.log(f"band: {summary}")
     return record
@@ -399,6 +560,41 @@ def describe_bands(params: BandParams, num_perm: int) -> str:
 
 # ---------------------------------------------------------------------------------------------- 4. candidates
 
+@dataclasses.dataclass(frozen=True)
+class BandTask:
+    """The candidate pairs of one band: its column of band keys, for the documents listed in `order`."""
+
+    root: str
+    band: int
+    order: str  # the .npy of the global numbers of the documents that can pair, in id order
+    shards: tuple
+    max_bucket: int
+
+
+def band_candidates(task: BandTask) -> tuple[np.ndarray, np.ndarray]:
+    """(pairs of global numbers, large buckets (band, anchor, size)) of one band. Buckets are cut by the keys of
+    the documents in id order, so a large bucket's anchor is its first document by id, however the shards were
+    appended."""
+    work = WorkDir(task.root)
+    order = work.load_array(Path(task.order), "candidates")
+    column = np.concatenate([work.load_array(work.part("band", n, "npy"), "band", mmap=True)[:, task.band]
+                             for n in task.shards]) if task.shards else np.empty(0, np.uint64)
+    pairs, big = lsh.bucket_pairs(column[order], np.arange(len(order), dtype=np.int64), task.max_bucket)
+    large = np.stack([np.full(len(big), task.band), order[big[:, 0]], big[:, 1]], axis=1) if len(big) else \
+        np.empty((0, 3), np.int64)
+    return np.sort(order[pairs], axis=1), large
+
+
+def pairing_order(rows: list[dict]) -> np.ndarray:
+    """Global numbers of the live documents with at least one shingle (an empty set has no similarity, so is
+    never a candidate), sorted by id."""
+    numbers = [n for n, r in enumerate(rows) if r["live"] and r["shingles"]]
+    ids = [rows[n]["id"] for n in numbers]
+    if any(ids[i] >= ids[i + 1] for i in range(len(ids) - 1)):  # appended shards: restore id order
+        numbers = [numbers[i] for i in sorted(range(len(ids)), key=ids.__getitem__)]
+    return np.array(numbers, dtype=np.int64)
+
+
 def candidates(runner: Runner, params: CandidateParams) -> dict:
     work = runner.work
     upstream, key, record = _begin(runner, "candidates", params)
@@ -406,34 +602,27 @@ def candidates(runner: Runner, params: CandidateParams) -> dict:
     if record is not None:
         runner.log(f"candidates: up to date ({record['stats']['candidates']} pairs)")
         return record
-    starts = part_starts(shingle_record)
-    keys, ids = [], []
-    for i, start in enumerate(starts.tolist()):
-        offsets = work.load_array(work.part("shingle", i, "offsets.npy"), "shingle")
-        has_set = np.flatnonzero(np.diff(offsets) > 0)  # empty sets have no similarity: never candidates
-        keys.append(work.load_array(work.part("band", i, "npy"), "band")[has_set])
-        ids.append(has_set + start)
-    keys, ids = np.concatenate(keys), np.concatenate(ids).astype(np.int64)
-    found, large = [], []
-    for j in range(keys.shape[1]):
-        pairs, big = lsh.bucket_pairs(keys[:, j], ids, params.max_bucket)
-        found.append(pairs)
-        large.extend({"band": j, "anchor": int(a), "size": int(s)} for a, s, _ in big.tolist())
-    pairs = lsh.unique_pairs(np.concatenate(found))
-    work.save_array(work.path("candidates", "pairs.npy"), pairs)
-    work.save_jsonl(work.path("candidates", "large_buckets.jsonl"), large)
+    docs = load_docs(work, shingle_record)
+    order_path = work.output("candidates", "order.npy", key)
+    work.save_array(order_path, pairing_order(docs))
+    tasks = [BandTask(str(work.root), j, str(order_path), tuple(shingle_record["shards"]), params.max_bucket)
+             for j in range(upstream["params"]["bands"])]
+    results = runner.engine.map(band_candidates, tasks, desc="candidates", unit="band")
+    pairs = lsh.unique_pairs(np.concatenate([p for p, _ in results] or [np.empty((0, 2), np.int64)]))
+    large = [{"band": int(j), "anchor": int(a), "size": int(n)} for _, big in results for j, a, n in big.tolist()]
+    work.save_array(work.output("candidates", "pairs.npy", key), pairs)
+    work.save_jsonl(work.output("candidates", "large_buckets.jsonl", key), large)
     record = {"key": key, "params": asdict(params), "upstream": upstream["key"],
-              "files": _files(work, "candidates", "pairs.npy", "large_buckets.jsonl"),
+              "files": _files(work, "candidates", key, "order.npy", "pairs.npy", "large_buckets.jsonl"),
               "stats": {"candidates": int(len(pairs)), "large_buckets": len(large)}}
     work.record_stage("candidates", record)
     runner.log(f"candidates: {len(pairs)} pairs share a bucket in at least one band")
-    if large:
-        docs = load_docs(work, shingle_record)
-        for bucket in large[:10]:
-            runner.log(f"warning: band {bucket['band']} has a bucket of {bucket['size']} documents (over "
-                       f"--max-bucket {params.max_bucket}); paired each with {docs[bucket['anchor']]['id']} only")
-        if len(large) > 10:
-            runner.log(f"warning: {len(large) - 10} more large buckets, listed in {work.path('candidates', 'large_buckets.jsonl')}")
+    for bucket in large[:10]:
+        runner.log(f"warning: band {bucket['band']} has a bucket of {bucket['size']} documents (over "
+                   f"--max-bucket {params.max_bucket}); paired each with {docs[bucket['anchor']]['id']} only")
+    if len(large) > 10:
+        runner.log(f"warning: {len(large) - 10} more large buckets, listed in "
+                   f"{work.output('candidates', 'large_buckets.jsonl', key)}")
     return record
 
 
@@ -442,9 +631,11 @@ def candidates(runner: Runner, params: CandidateParams) -> dict:
 @dataclasses.dataclass(frozen=True)
 class VerifyTask:
     root: str
+    pairs: str  # the .npy of the pairs to verify
     lo: int
     hi: int
     starts: tuple
+    shards: tuple
 
 
 def set_overlap(shingles: PartitionArrays, starts: np.ndarray, a: np.ndarray, b: np.ndarray):
@@ -457,27 +648,73 @@ def set_overlap(shingles: PartitionArrays, starts: np.ndarray, a: np.ndarray, b:
 def verify_chunk(task: VerifyTask) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """For candidate pairs [lo, hi): |A ∩ B|, |A|, |B| of the shingle sets and the signature agreement."""
     work = WorkDir(task.root)
-    pairs = np.asarray(work.load_array(work.path("candidates", "pairs.npy"), "candidates", mmap=True)[task.lo:task.hi])
+    pairs = np.asarray(work.load_array(Path(task.pairs), "candidates", mmap=True)[task.lo:task.hi])
     starts = np.asarray(task.starts, dtype=np.int64)
-    inter, la, lb = set_overlap(PartitionArrays(work, "shingle", ("values.npy", "offsets.npy")), starts,
+    inter, la, lb = set_overlap(PartitionArrays(work, "shingle", ("values.npy", "offsets.npy"), task.shards), starts,
                                 pairs[:, 0], pairs[:, 1])
-    signatures = PartitionArrays(work, "signature", ("npy",))
+    signatures = PartitionArrays(work, "signature", ("npy",), task.shards)
     agree = (sets.gather_rows(signatures, starts, pairs[:, 0]) == sets.gather_rows(signatures, starts, pairs[:, 1]))
     return inter, la, lb, agree.mean(axis=1)
 
 
+def _pair_codes(pairs: np.ndarray) -> np.ndarray:
+    """a * 2^32 + b of (a, b) pairs (global numbers < 2^32): ascending exactly when the pairs are sorted."""
+    return (pairs[:, 0].astype(np.uint64) << np.uint64(32)) | pairs[:, 1].astype(np.uint64)
+
+
+def _member(codes: np.ndarray, sorted_codes: np.ndarray) -> np.ndarray:
+    """codes[i] in sorted_codes, by binary search."""
+    at = np.searchsorted(sorted_codes, codes)
+    return (at < len(sorted_codes)) & (sorted_codes[np.minimum(at, len(sorted_codes) - 1)] == codes) \
+        if len(sorted_codes) else np.zeros(len(codes), bool)
+
+
+def _reusable(work: WorkDir, basis: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """The last verification's (checked pairs, accepted pairs, their scores) if it can be reused: same threshold
+    and signatures, and shards that are a prefix of today's (the shards are append-only, so a global number
+    still means the same stored set)."""
+    record = work.read_manifest()["stages"].get("verify")
+    if record is None or "basis" not in record or _up_to_date(work, "verify", record["key"]) is None:
+        return None
+    old = record["basis"]
+    if (old["threshold"] != basis["threshold"] or old["signature"] != basis["signature"]
+            or old["shards"] != basis["shards"][:len(old["shards"])]):
+        return None
+    return tuple(work.load_array(work.output("verify", name, record["key"]), "verify")
+                 for name in ("checked.npy", "pairs.npy", "scores.npy"))
+
+
 def verify(runner: Runner, params: VerifyParams) -> dict:
+    """Exact Jaccard of the candidate pairs. Pairs checked by the last run on the same shards are not checked
+    again: an incremental run verifies only the pairs that involve a new or changed document."""
     work = runner.work
     upstream, key, record = _begin(runner, "verify", params)
     if record is not None:
         runner.log(f"verify: up to date ({record['stats']['pairs']} pairs with Jaccard >= {params.threshold})")
         return record
     shingle_record = require(work, "shingle")
-    n = upstream["stats"]["candidates"]
+    basis = {"threshold": params.threshold, "shards": shingle_record["partitions"],
+             "signature": work.read_manifest()["stages"]["signature"]["params"]}
+    candidates_path = work.current("candidates", "pairs.npy")
+    pairs = work.load_array(candidates_path, "candidates")
+    codes = _pair_codes(pairs)
+    previous = _reusable(work, basis)
+    if previous is not None:
+        checked, accepted, scores = previous
+        known = _member(codes, _pair_codes(checked))
+        kept = _member(_pair_codes(accepted), codes)
+        accepted, scores = accepted[kept], scores[kept]
+        todo = pairs[~known]
+    else:
+        accepted, scores, todo = np.empty((0, 2), np.int64), np.empty((0, 2)), pairs
+    todo_path = work.output("verify", "todo.npy", key)
+    work.save_array(todo_path, todo)
+    n = len(todo)
     starts = tuple(part_starts(shingle_record).tolist())
-    tasks = [VerifyTask(str(work.root), lo, min(lo + VERIFY_CHUNK, n), starts) for lo in range(0, n, VERIFY_CHUNK)]
+    shards = tuple(shingle_record["shards"])
+    tasks = [VerifyTask(str(work.root), str(todo_path), lo, min(lo + VERIFY_CHUNK, n), starts, shards)
+             for lo in range(0, n, VERIFY_CHUNK)]
     results = runner.engine.map(verify_chunk, tasks, desc="verify", sizes=[t.hi - t.lo for t in tasks], unit="pair")
-    pairs = work.load_array(work.path("candidates", "pairs.npy"), "candidates")
     if results:
         inter, la, lb, estimate = (np.concatenate(column) for column in zip(*results))
     else:
@@ -485,26 +722,47 @@ def verify(runner: Runner, params: VerifyParams) -> dict:
         estimate = np.empty(0)
     similarity = sets.jaccard(inter, la, lb)
     keep = np.flatnonzero(similarity >= params.threshold)
+    fresh_scores = np.stack([similarity[keep], estimate[keep]], axis=1) if len(keep) else np.empty((0, 2))
+    fresh_sizes = np.stack([inter[keep], la[keep] + lb[keep] - inter[keep]], axis=1).astype(np.int64)
+    accepted, scores = np.concatenate([accepted, todo[keep]]), np.concatenate([scores, fresh_scores])
+    order = np.argsort(_pair_codes(accepted), kind="stable")
+    accepted, scores = accepted[order], scores[order]
+    out = _pair_records(work, shingle_record, accepted, scores, todo[keep], fresh_sizes)
+    work.save_array(work.output("verify", "checked.npy", key), pairs)
+    work.save_array(work.output("verify", "pairs.npy", key), accepted)
+    work.save_array(work.output("verify", "scores.npy", key), scores)
+    work.save_jsonl(work.output("verify", "pairs.jsonl", key), out)
+    work.output("verify", "todo.npy", key).unlink()
+    record = {"key": key, "params": asdict(params), "upstream": upstream["key"], "basis": basis,
+              "files": _files(work, "verify", key, "checked.npy", "pairs.npy", "scores.npy", "pairs.jsonl"),
+              "stats": {"candidates": len(pairs), "checked": n, "pairs": len(out), "rejected": len(pairs) - len(out)}}
+    work.record_stage("verify", record)
+    reused = f" ({len(pairs) - n} known from the last run)" if len(pairs) > n else ""
+    runner.log(f"verify: {len(out)} of {len(pairs)} candidate pairs have exact Jaccard >= {params.threshold}{reused}")
+    return record
+
+
+def _pair_records(work: WorkDir, shingle_record: dict, accepted: np.ndarray, scores: np.ndarray,
+                  fresh: np.ndarray, fresh_sizes: np.ndarray) -> list[dict]:
+    """The verified pairs with ids, scores and set sizes, best first (then by id): an order that does not depend
+    on how documents were numbered. Sizes of pairs known from an earlier run are read from their sets."""
+    sizes = np.empty((len(accepted), 2), np.int64)
+    if len(accepted):
+        at = np.searchsorted(_pair_codes(accepted), _pair_codes(fresh)) if len(fresh) else np.empty(0, np.int64)
+        sizes[at] = fresh_sizes
+        old = np.setdiff1d(np.arange(len(accepted)), at)
+        if len(old):
+            shingles = PartitionArrays(work, "shingle", ("values.npy", "offsets.npy"), shingle_record["shards"])
+            inter, la, lb = set_overlap(shingles, part_starts(shingle_record), accepted[old, 0], accepted[old, 1])
+            sizes[old] = np.stack([inter, la + lb - inter], axis=1)
     docs = load_docs(work, shingle_record)
     out = []
-    for p in keep.tolist():
-        a, b = docs[pairs[p, 0]]["id"], docs[pairs[p, 1]]["id"]
-        if b < a:
-            a, b = b, a
-        out.append({"a": a, "b": b, "jaccard": float(similarity[p]), "estimate": float(estimate[p]),
-                    "intersection": int(inter[p]),
-                    "union": int(la[p] + lb[p] - inter[p])})
+    for (x, y), (similarity, estimate), (inter, union) in zip(accepted.tolist(), scores.tolist(), sizes.tolist()):
+        a, b = sorted((docs[x]["id"], docs[y]["id"]))
+        out.append({"a": a, "b": b, "jaccard": similarity, "estimate": estimate, "intersection": inter,
+                    "union": union})
     out.sort(key=lambda r: (-r["jaccard"], r["a"], r["b"]))
-    work.save_array(work.path("verify", "pairs.npy"), pairs[keep])
-    work.save_array(work.path("verify", "scores.npy"), np.stack([similarity[keep], estimate[keep]], axis=1)
-                    if len(keep) else np.empty((0, 2)))
-    work.save_jsonl(work.path("verify", "pairs.jsonl"), out)
-    record = {"key": key, "params": asdict(params), "upstream": upstream["key"],
-              "files": _files(work, "verify", "pairs.npy", "scores.npy", "pairs.jsonl"),
-              "stats": {"candidates": int(n), "pairs": len(out), "rejected": int(n - len(out))}}
-    work.record_stage("verify", record)
-    runner.log(f"verify: {len(out)} of {n} candidate pairs have exact Jaccard >= {params.threshold}")
-    return record
+    return out
 
 
 # ---------------------------------------------------------------------------------------------- 6. cluster
@@ -517,10 +775,11 @@ def cluster(runner: Runner, params: ClusterParams) -> dict:
         runner.log(f"cluster: up to date ({_cluster_summary(record)})")
         return record
     docs = load_docs(work, shingle_record)
-    edges = work.load_array(work.path("verify", "pairs.npy"), "verify")
-    anchors = {b["anchor"] for b in work.load_jsonl(work.path("candidates", "large_buckets.jsonl"), "candidates")}
+    edges = work.load_array(work.current("verify", "pairs.npy"), "verify")
+    anchors = {b["anchor"] for b in work.load_jsonl(work.current("candidates", "large_buckets.jsonl"), "candidates")}
     starts = part_starts(shingle_record)
-    shingles = PartitionArrays(work, "shingle", ("values.npy", "offsets.npy"))  # mapped once for every call
+    shingles = PartitionArrays(work, "shingle", ("values.npy", "offsets.npy"),  # mapped once for every call
+                               shingle_record["shards"])
 
     def similarity(a, b):
         out = []
@@ -531,9 +790,9 @@ def cluster(runner: Runner, params: ClusterParams) -> dict:
 
     rules = KeeperRules.parse(",".join(params.keep), params.prefer)
     groups = build_groups(docs, edges, upstream["params"]["threshold"], rules, params.link, similarity, anchors)
-    work.save_jsonl(work.path("cluster", "clusters.jsonl"), groups)
+    work.save_jsonl(work.output("cluster", "clusters.jsonl", key), groups)
     record = {"key": key, "params": asdict(params), "upstream": upstream["key"],
-              "files": _files(work, "cluster", "clusters.jsonl"), "stats": {
+              "files": _files(work, "cluster", key, "clusters.jsonl"), "stats": {
         "groups": len(groups), "documents": sum(g["size"] for g in groups),
         "duplicates": sum(m["role"] == "duplicate" for g in groups for m in g["members"]),
         "anchored": sum(g["anchored"] for g in groups)}}
@@ -550,12 +809,12 @@ def _cluster_summary(record: dict) -> str:
 
 def clusters(work: WorkDir) -> list[dict]:
     require(work, "cluster")
-    return work.load_jsonl(work.path("cluster", "clusters.jsonl"), "cluster")
+    return work.load_jsonl(work.current("cluster", "clusters.jsonl"), "cluster")
 
 
 def verified_pairs(work: WorkDir) -> list[dict]:
     require(work, "verify")
-    return work.load_jsonl(work.path("verify", "pairs.jsonl"), "verify")
+    return work.load_jsonl(work.current("verify", "pairs.jsonl"), "verify")
 
 
 def inherited_threshold(work: WorkDir, given: float | None) -> float:

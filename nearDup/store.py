@@ -2,25 +2,31 @@
 
     WORK/
       manifest.json                    format, nearDup version, one record per finished stage
-      lock                             held (flock) by the one run allowed at a time
+      lock                             held (flock) by the one run allowed at a time (shared by `query`)
       inputs/                          JSONL read from stdin or .gz, spooled so partitions can seek
-      shingle/part-00000.docs.jsonl    one record per document: id, size, mtime_ns, sha, shingles, replaced
+      shingle/part-00000.docs.jsonl    one record per document of the shard: id, size, mtime_ns, sha, shingles, ...
       shingle/part-00000.values.npy    uint32: each document's sorted unique shingle hashes, concatenated
       shingle/part-00000.offsets.npy   int64 (n_docs + 1): document d is values[offsets[d]:offsets[d+1]]
+      shingle/KEY.catalog.jsonl        one row per document of the listed shards, in order: its current id, size,
+                                       mtime_ns, inode, sha, live (false once deleted or changed), added (run)
       signature/part-00000.npy         uint32 (n_docs, num_perm)
-      signature/permutations.npy       uint64 (2, num_perm): a and b of the drawn permutations (permutation method)
       band/part-00000.npy              uint64 (n_docs, bands)
-      candidates/pairs.npy             int64 (m, 2) global document numbers, a < b, sorted
-      candidates/large_buckets.jsonl   buckets too large for all pairs: band, anchor, size
-      verify/pairs.npy                 int64 (m, 2) verified pairs (global numbers)
-      verify/scores.npy                float64 (m, 2): exact Jaccard, signature estimate
-      verify/pairs.jsonl               the verified pairs with ids and scores, best first
-      cluster/clusters.jsonl           duplicate groups: keeper, members with Jaccard against it, bounds
+      candidates/KEY.pairs.npy         int64 (m, 2) global document numbers, a < b, sorted
+      candidates/KEY.large_buckets.jsonl  buckets too large for all pairs: band, anchor, size
+      verify/KEY.checked.npy           int64 (m, 2) every candidate pair verified so far (reused by the next run)
+      verify/KEY.pairs.npy             int64 (m, 2) verified pairs (global numbers)
+      verify/KEY.scores.npy            float64 (m, 2): exact Jaccard, signature estimate
+      verify/KEY.pairs.jsonl           the verified pairs with ids and scores, best first
+      cluster/KEY.clusters.jsonl       duplicate groups: keeper, members with Jaccard against it, bounds
       <stage>/part-00000.done.json     written last: the partition's key and counts (resume skips it)
 
-A document's global number is its partition's first number (the running sum of documents per partition, kept in
-the shingle record) plus its index within the partition. Every file is written to a temporary name in the same
-folder and renamed into place, so a reader sees the old file or the new one, never half of one.
+Shards are append-only: a run adds shards with new numbers for new and changed documents and marks the rows of
+deleted or changed ones dead in a new catalog; it never rewrites a shard another record lists. A document's
+global number is its position in the concatenation of the listed shards. Whole-stage outputs carry their stage
+key (KEY, 12 hex digits) in their name, so a run never overwrites what the manifest points at. In a transaction
+(every run on an --index) stage records are kept in memory and the manifest is written once, at commit: an
+interrupted run leaves the work dir exactly as it was. Files no record lists are removed after a commit. Every
+file is written to a temporary name in the same folder and renamed into place.
 """
 from __future__ import annotations
 
@@ -81,9 +87,18 @@ class WorkDir:
         elif not self.root.is_dir():
             raise WorkDirError(f"{self.root}: no such work dir; run `neardup -w {self.root} shingle PATH...` first")
         self._lock_fd: int | None = None
+        self._pending: dict | None = None  # a transaction's stage records and settings, not yet in the manifest
 
     # ------------------------------------------------------------------------------------------------ manifest
     def read_manifest(self) -> dict:
+        """The manifest, with the records of an open transaction in place of the stored ones."""
+        manifest = self._stored_manifest()
+        if self._pending:
+            manifest["stages"].update(self._pending.get("stages", {}))
+            manifest.update({k: v for k, v in self._pending.items() if k != "stages"})
+        return manifest
+
+    def _stored_manifest(self) -> dict:
         path = self.root / MANIFEST
         if not path.exists():
             return {"format": FORMAT, "version": __version__, "stages": {}}
@@ -103,13 +118,63 @@ class WorkDir:
         return self.read_manifest()["stages"].get(name)
 
     def record_stage(self, name: str, record: dict) -> None:
-        manifest = self.read_manifest()
-        manifest["version"] = __version__
         record = {**record, "version": __version__,
                   "completed": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
-        manifest["stages"][name] = record
+        self._write(stages={name: record})
+
+    def set(self, **settings) -> None:
+        """Top-level manifest settings (index, reported), written like a stage record."""
+        self._write(**settings)
+
+    def _write(self, stages: dict | None = None, **settings) -> None:
+        if self._pending is not None:
+            self._pending.setdefault("stages", {}).update(stages or {})
+            self._pending.update(settings)
+            return
+        manifest = self._stored_manifest()
+        manifest["version"] = __version__
+        manifest["stages"].update(stages or {})
+        manifest.update(settings)
         with atomic_file(self.root / MANIFEST, "w") as f:
             json.dump(manifest, f, indent=1, sort_keys=True)
+        self.collect_garbage()
+
+    def begin(self) -> None:
+        """Start a transaction: records and settings stay in memory until commit()."""
+        if self._pending is None:
+            self._pending = {}
+
+    def commit(self) -> None:
+        pending, self._pending = self._pending, None
+        if pending:
+            self._write(**pending)
+
+    def collect_garbage(self) -> None:
+        """Remove stage files that no stored record lists (earlier runs' shards and outputs). Never during a
+        transaction, and only by the holder of the lock."""
+        if self._pending is not None:
+            return
+        stages = self._stored_manifest()["stages"]
+        for name in STAGES:
+            folder = self.root / name
+            if not folder.is_dir():
+                continue
+            record = stages.get(name)
+            if record is None:
+                continue
+            keep = {self.output(name, file, record["key"]).name for file in record.get("files", {})}
+            shards = {f"part-{n:05d}." for n in record.get("shards", ())}
+            limit = record.get("next_shard", 0)
+            for path in folder.iterdir():
+                name_ = path.name
+                if name_ in keep or name_.startswith("."):
+                    continue
+                if name_.startswith("part-"):
+                    number = name_[5:10]
+                    if name_[:11] in shards or not number.isdigit() or int(number) >= limit:
+                        continue  # listed, or work of a run not yet committed
+                with contextlib.suppress(OSError):
+                    path.unlink()
 
     def clear(self) -> None:
         """--force: forget every stage (the manifest and stage folders), keeping the lock and spooled inputs."""
@@ -127,7 +192,19 @@ class WorkDir:
         return folder / name
 
     def part(self, stage: str, index: int, suffix: str) -> Path:
+        """A file of shard number `index` (shard numbers are never reused; see the shingle record's shards)."""
         return self.path(stage, f"part-{index:05d}.{suffix}")
+
+    def output(self, stage: str, name: str, key: str) -> Path:
+        """A whole-stage output file of the stage computed with `key`."""
+        return self.path(stage, f"{key[:12]}.{name}")
+
+    def current(self, stage: str, name: str) -> Path:
+        """The output file `name` of the stage's current record."""
+        record = self.read_manifest()["stages"].get(stage)
+        if record is None:
+            raise WorkDirError(f"{self.root}: the {stage} stage has not run")
+        return self.output(stage, name, record["key"])
 
     # ------------------------------------------------------------------------------------------------ files
     def save_array(self, path: Path, array: np.ndarray) -> None:
@@ -196,8 +273,9 @@ class WorkDir:
         return str(target)
 
     # ------------------------------------------------------------------------------------------------ lock
-    def lock(self, wait: float = 0.0) -> None:
-        """Hold an exclusive flock on WORK/lock until release() or exit; wait up to `wait` seconds for it."""
+    def lock(self, wait: float = 0.0, shared: bool = False) -> None:
+        """Hold a flock on WORK/lock until release() or exit (shared: readers like `query`, which only wait for
+        a writer); wait up to `wait` seconds for it."""
         if self._lock_fd is not None:
             return
         try:
@@ -207,7 +285,7 @@ class WorkDir:
         deadline = time.monotonic() + wait
         while True:
             try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                fcntl.flock(fd, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
                 break
             except BlockingIOError:
                 if time.monotonic() >= deadline:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import itertools
+import json
 import random
 import re
 import unicodedata
@@ -87,3 +88,9 @@ def refuse_open(monkeypatch, suffix: str, error: OSError) -> None:
 def corpus(tmp_path_factory):
     folder = tmp_path_factory.mktemp("gen") / "docs"
     return folder, generate_corpus(folder)
+
+
+def stage_output(workdir, stage: str, name: str):
+    """Path of a whole-stage output of the work dir's current record (the file name carries the stage key)."""
+    record = json.loads((Path(workdir) / "manifest.json").read_text())["stages"][stage]
+    return Path(workdir) / stage / f"{record['key'][:12]}.{name}"

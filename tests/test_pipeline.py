@@ -193,7 +193,7 @@ def test_a_stage_on_stale_intermediates_names_what_to_rerun(tmp_path):
     assert len(r.stderr.strip().splitlines()) == 1
 
 
-def test_adding_a_file_reshingles_only_the_new_partition(tmp_path):
+def test_adding_a_file_shingles_only_the_new_file(tmp_path):
     folder = tmp_path / "docs"
     folder.mkdir()
     for p in sorted(SAMPLE.iterdir()):
@@ -202,7 +202,8 @@ def test_adding_a_file_reshingles_only_the_new_partition(tmp_path):
     invoke("-w", w, "run", folder, "--partition-docs", 10)
     (folder / "zz_new.txt").write_text((SAMPLE / "sourdough_original.txt").read_text())
     r = invoke("-w", w, "run", folder, "--partition-docs", 10)
-    assert "3 of 4 partitions reused" in r.stderr
+    assert "in 5 partitions" in r.stderr and "this run: 1 added" in r.stderr
+    assert "signature: 35 signatures" in r.stderr and "known from the last run" in r.stderr
     assert f"{folder}/sourdough_original.txt\t{folder}/zz_new.txt" in r.stdout
 
 

@@ -19,7 +19,7 @@ from nearDup import corpus, store
 from nearDup.cli import cli
 from nearDup.store import WorkDir
 
-from conftest import SAMPLE, brute_force_pairs, generate_corpus, refuse_open
+from conftest import SAMPLE, brute_force_pairs, generate_corpus, refuse_open, stage_output
 
 TEXT = (SAMPLE / "lighthouses_original.txt").read_text()
 
@@ -207,20 +207,24 @@ def test_kill_9_at_random_moments_then_resume_gives_identical_output(big_corpus,
             assert f"{stage}: up to date" in resumed.stderr.decode(), (stage, resumed.stderr)
     leftovers = [p for p in w.rglob("*") if p.name.endswith(".tmp")]
     assert len(leftovers) <= 6  # at most one temporary per kill, never read: names carry the dead pid
-    for name in ("verify/pairs.jsonl", "cluster/clusters.jsonl"):
-        assert (w / name).read_bytes() == (tmp_path / "ref" / name).read_bytes()
+    for stage, name in (("verify", "pairs.jsonl"), ("cluster", "clusters.jsonl")):
+        assert stage_output(w, stage, name).read_bytes() == stage_output(tmp_path / "ref", stage, name).read_bytes()
 
 
 def test_damaged_intermediates_are_named_and_recomputed_or_refused(tmp_path):
     w = tmp_path / "w"
     first = invoke("-w", w, "run", SAMPLE, "--partition-docs", 10)
-    values = w / "shingle" / "part-00001.values.npy"
-    values.write_bytes(values.read_bytes()[:50])  # truncated
-    (w / "candidates" / "pairs.npy").write_bytes(b"")
+    pairs = stage_output(w, "candidates", "pairs.npy")
+    pairs.write_bytes(b"")
     again = invoke("-w", w, "run", SAMPLE, "--partition-docs", 10)
     assert again.exit_code == 0 and again.stdout == first.stdout
-    assert "shingle/part-00001.* has a missing or truncated file" in again.stderr
-    assert "candidates/pairs.npy is missing or truncated" in again.stderr
+    assert f"{pairs} is missing or truncated; recomputing the candidates stage" in again.stderr
+    values = w / "shingle" / "part-00001.values.npy"
+    values.write_bytes(values.read_bytes()[:50])  # truncated: its documents are read again, into a new shard
+    again = invoke("-w", w, "run", SAMPLE, "--partition-docs", 10)
+    assert again.exit_code == 0 and again.stdout == first.stdout
+    assert "shingle/part-00001.* has a missing or truncated file; reading its documents again" in again.stderr
+    assert not values.exists()  # no record lists the damaged shard any more
     (w / "manifest.json").write_text("{ edited by hand and broken")
     one_line_error(invoke("-w", w, "run", SAMPLE), "manifest.json", "corrupt", "--force")
     rebuilt = invoke("-w", w, "run", SAMPLE, "--partition-docs", 10, "--force")
@@ -298,7 +302,7 @@ def test_output_does_not_depend_on_listing_order(tmp_path):
             os.utime(root / "docs" / name, (1_700_000_000, 1_700_000_000))  # same mtimes: only order differs
         r = neardup("-w", root / "w", "run", "docs", "-t", 0.5, "--groups", "--format", "jsonl", cwd=root)
         outs.add(r.stdout)
-        outs.add((root / "w" / "cluster" / "clusters.jsonl").read_bytes())
+        outs.add(stage_output(root / "w", "cluster", "clusters.jsonl").read_bytes())
     assert len(outs) == 2
 
 

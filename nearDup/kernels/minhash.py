@@ -24,7 +24,7 @@ AFFINE_PRIME = 4294967291  # largest prime below 2^32: a*x + b < p^2 + p < 2^64,
 
 
 def draw_affine_parameters(num_perm: int, seed: int, prime: int = AFFINE_PRIME) -> tuple[np.ndarray, np.ndarray]:
-    """a_i uniform in [1, p), b_i uniform in [0, p): the drawn permutations, stored in the work dir."""
+    """a_i uniform in [1, p), b_i uniform in [0, p): the drawn permutations (a pure function of the seed)."""
     rng = np.random.Generator(np.random.PCG64(seed))
     a = rng.integers(1, prime, size=num_perm, dtype=np.uint64)
     b = rng.integers(0, prime, size=num_perm, dtype=np.uint64)
