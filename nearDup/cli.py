@@ -157,6 +157,8 @@ class App:
     printer: Printer | None = None
     finished: bool = False
     last: str | None = None  # the last stage whose result can be printed: verify or cluster
+    index: bool = False  # the work dir is an --index: one transaction per run, parameters fixed
+    new_only: bool = False  # report only what involves a document added or changed since the last report
 
     def output_format(self) -> str:
         return self.fmt or ("human" if sys.stdout.isatty() else "tsv")
@@ -185,12 +187,16 @@ class App:
             click.get_current_context().find_root().call_on_close(work.release)  # on errors too
             if self.force:
                 work.clear()
+            if self.index or work.read_manifest().get("index"):
+                self.index = True
+                work.begin()  # committed once the results are reported: an interrupted run changes nothing
+                work.set(index=True)
             progress = self.progress if self.progress is not None else sys.stderr.isatty() and not self.quiet
             self.runner = stages.Runner(work, LocalEngine(self.jobs or default_jobs(), progress),
                                         (lambda message: None) if self.quiet else _log)
             ctx = click.get_current_context()
-            self.start_output({k: v for k, v in ctx.params.items()  # how work is split never shows in results
-                               if v not in (None, (), False) and k != "partition_docs"})
+            self.start_output({k: v for k, v in ctx.params.items()  # where and how work is done never shows
+                               if v not in (None, (), False) and k not in ("partition_docs", "index", "rebuild")})
         return self.runner
 
 
@@ -340,11 +346,19 @@ class Results:
     soft_errors: int = 0
 
     @classmethod
-    def of_workdir(cls, runner: stages.Runner) -> "Results":
+    def of_workdir(cls, runner: stages.Runner, new_only: bool = False) -> "Results":
+        """The stored results; new_only: only the pairs and groups that involve a document added or changed
+        since the last report (and those documents)."""
         work = runner.work
-        return cls(stages.verified_pairs(work), lambda: stages.clusters(work),
-                   lambda: [d for d in stages.load_docs(work) if d["live"]],
-                   runner.soft_errors)
+        pairs, groups = stages.verified_pairs(work), lambda: stages.clusters(work)
+        docs = lambda: [d for d in stages.load_docs(work) if d["live"]]  # noqa: E731
+        if new_only:
+            new = stages.new_documents(work)
+            pairs = [p for p in pairs if p["a"] in new or p["b"] in new]
+            groups = lambda: [g for g in stages.clusters(work)  # noqa: E731
+                              if any(m["id"] in new for m in g["members"])]
+            docs = lambda: [d for d in stages.load_docs(work) if d["live"] and d["id"] in new]  # noqa: E731
+        return cls(pairs, groups, docs, runner.soft_errors)
 
 
     @classmethod
@@ -424,8 +438,12 @@ def _finish(ctx, results):
     if app.runner is None:
         return 0
     if app.last is None:
+        app.runner.work.commit()
         return 2 if app.runner.soft_errors else 0
-    return _report(app, Results.of_workdir(app.runner))
+    code = _report(app, Results.of_workdir(app.runner, app.new_only))
+    stages.mark_reported(app.runner.work)
+    app.runner.work.commit()
+    return code
 
 
 @cli.command()
@@ -503,6 +521,12 @@ def cluster(ctx, link, keep, prefer):
 @candidate_options
 @cluster_options
 @click.option("--groups", is_flag=True, help="Print duplicate groups (the same as --print groups).")
+@click.option("--index", type=click.Path(file_okay=False), metavar="DIR",
+              help="Keep the work dir DIR as an index across runs (for cron): only new and changed documents are "
+                   "read; parameters are fixed at creation; a run changes DIR all at once or not at all.")
+@click.option("--new-only", is_flag=True, help="Report only pairs and groups that involve a document added or "
+                                               "changed since the last run that reported.")
+@click.option("--rebuild", is_flag=True, help="Rebuild the index with this run's parameters.")
 @click.option("--replay", type=click.Path(dir_okay=False), metavar="PAIRS.jsonl",
               help="Re-filter, re-group and re-print saved pairs (jsonl output, or a work dir's "
                    "verify/pairs.jsonl) without reading any document.")
@@ -510,9 +534,14 @@ def cluster(ctx, link, keep, prefer):
 @common_options
 @click.pass_context
 def run(ctx, paths, unit, k, whitespace, strip_punct, num_perm, seed, minhash, threshold, bands, rows, max_bucket,
-        references, link, keep, prefer, groups, replay, **source):
+        references, link, keep, prefer, groups, index, new_only, rebuild, replay, **source):
     """All stages, from documents to verified pairs (or groups, or paths) on stdout."""
     app = _app(ctx)
+    if index:
+        if app.workdir and os.path.abspath(app.workdir) != os.path.abspath(index):
+            raise click.UsageError("give either -w/--workdir or --index, not both")
+        app.workdir, app.index = index, True
+    app.new_only = new_only
     if groups and app.select is None:
         app.select = "groups"
     cluster_params = _cluster_params(link, keep, prefer)
@@ -534,8 +563,15 @@ def run(ctx, paths, unit, k, whitespace, strip_punct, num_perm, seed, minhash, t
     runner = app.open(stages.default_workdir(list(paths), source_params, shingle_params), "run")
     if app.workdir is None:
         runner.log(f"work dir: {runner.work.root}")
-    stages.shingle(runner, list(paths), source_params, shingle_params, references=references)
-    stages.signature(runner, SignatureParams(num_perm, seed, minhash))
+    signature_params = SignatureParams(num_perm, seed, minhash)
+    band_params = stages.choose_bands(num_perm, threshold, bands, rows)
+    if not rebuild:
+        stages.check_fixed_parameters(runner.work, {
+            "shingle": {"params": dataclasses.asdict(shingle_params), "id_field": source_params.id_field,
+                        "text_field": source_params.text_field, "strict": source_params.strict},
+            "signature": dataclasses.asdict(signature_params), "band": dataclasses.asdict(band_params)})
+    stages.shingle(runner, list(paths), source_params, shingle_params, references=references, rebuild=rebuild)
+    stages.signature(runner, signature_params)
     stages.band(runner, threshold, bands, rows)
     stages.candidates(runner, CandidateParams(max_bucket))
     stages.verify(runner, VerifyParams(stages.inherited_threshold(runner.work, threshold)))
@@ -602,6 +638,31 @@ def _explain(app: App, result: dict, unit: str) -> None:
 
 
 @cli.command()
+@click.argument("paths", nargs=-1, type=str)
+@click.option("--index", type=click.Path(file_okay=False), metavar="DIR", required=True,
+              help="The index (or any work dir) to search.")
+@threshold_option
+@common_options
+@click.pass_context
+def query(ctx, paths, index, threshold):
+    """Near-duplicates in an index of the given files (or of the text on stdin, with no PATH or -), with their
+    scores; the index is only read. Each pair is (query document, indexed document)."""
+    app = _app(ctx)
+    if app.select not in (None, "pairs"):
+        raise click.UsageError("query prints pairs: --print pairs is the only choice")
+    work = WorkDir(index, create=False)
+    work.lock(app.wait_lock, shared=True)  # waits only for a run writing the index
+    ctx.find_root().call_on_close(work.release)
+    pairs, problems = stages.query(work, list(paths), None, threshold)
+    for message in problems.get("messages", []):
+        _log(f"warning: {message}")
+    app.last = "verify"
+    app.start_output({k: v for k, v in ctx.params.items() if v not in (None, (), False) and k != "index"})
+    soft = problems.get("unreadable", 0) + problems.get("vanished", 0)
+    ctx.exit(_report(app, Results(pairs, lambda: [], lambda: [], soft)))
+
+
+@cli.command()
 @band_options
 @click.option("--num-perm", type=click.IntRange(1, 8192), default=SIGNATURE_DEFAULTS.num_perm, show_default=True)
 def tune(threshold, bands, rows, num_perm):
@@ -646,6 +707,11 @@ def inspect(ctx):
             click.echo(f"  {s['docs']} documents in {len(record['partitions'])} partitions, {s['bytes']} bytes, "
                        f"{s['shingles']} shingles, {s.get('short', 0)} too short, {s.get('binary', 0)} binary "
                        f"skipped, {s.get('replaced', 0)} with invalid UTF-8")
+            dead = sum(record["docs"]) - s["docs"]
+            click.echo(f"  run {record['run']}: {s.get('added', 0)} documents added, {s.get('removed', 0)} removed, "
+                       f"{s.get('renamed', 0)} renamed; {dead} stored rows of removed or changed documents; "
+                       f"reported up to run {manifest.get('reported', 0)}"
+                       + ("; an index (parameters fixed)" if manifest.get("index") else ""))
         elif "stats" in record:
             click.echo("  " + ", ".join(f"{k} {v}" for k, v in record["stats"].items()))
         previous = record

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import sys
 from dataclasses import asdict
 from pathlib import Path
 from typing import Callable
@@ -297,9 +298,10 @@ def plan_shingling(rows: list[dict], items: list[corpus.Item], source: SourcePar
 
 
 def shingle(runner: Runner, args: list[str], source: SourceParams, params: ShingleParams, stdin=None,
-            references: tuple[str, ...] = ()) -> dict:
+            references: tuple[str, ...] = (), rebuild: bool = False) -> dict:
     """Bring the shards up to the inputs: only new and changed documents are read and shingled, into new shards;
-    deleted ones are marked dead. references: folders or files whose documents are always keepers."""
+    deleted ones are marked dead. references: folders or files whose documents are always keepers; rebuild:
+    read every document again, into new shards."""
     work = runner.work
     listing = corpus.list_items([*args, *references], source, stdin, spool=work.spool)
     inputs = [{"path": p, "reference": i >= len(listing.args) - len(references)} for i, p in enumerate(listing.args)]
@@ -309,17 +311,16 @@ def shingle(runner: Runner, args: list[str], source: SourceParams, params: Shing
                "strict": source.strict}
     previous = work.read_manifest()["stages"].get("shingle")
     base = previous if previous is not None and previous.get("content") == content else None
-    old_rows = _stored_rows(runner, base) if base is not None else []
-    plan = plan_shingling(old_rows, listing.items, source)
-    if (base is not None and not plan.todo and plan.rows == old_rows and base.get("inputs") == inputs
-            and all(r["live"] for r in old_rows) == all(r["live"] for r in plan.rows)):
+    old_rows = _stored_rows(runner, previous) if previous is not None else []
+    plan = plan_shingling(old_rows if base is not None else [], listing.items, source)
+    if base is not None and not rebuild and not plan.todo and plan.rows == old_rows and base.get("inputs") == inputs:
         runner.log(f"shingle: up to date ({_shingle_summary(base)})")
         _report_problems(runner, base)
         return base
     run = (previous or {}).get("run", 0) + 1
     carried = {(r["id"], r["sha"]): r["added"] for r in old_rows if r["live"]}
     live = sum(r["live"] for r in plan.rows)
-    if len(plan.rows) - live > max(live, 1000):  # more dead rows than live ones: rebuild the shards compactly
+    if rebuild or len(plan.rows) - live > max(live, 1000):  # (or more dead rows than live ones) rebuild compactly
         base, plan = None, plan_shingling([], listing.items, source)
     shards, counts, keys, rows = [], [], [], []
     if base is not None:  # keep the shards that still hold a live document (numbers shift past a dropped one)
@@ -832,3 +833,97 @@ def default_workdir(args: list[str], source: SourceParams, params: ShingleParams
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     inputs = [arg if arg == "-" else os.path.abspath(arg) for arg in args]
     return os.path.join(base, "neardup", digest(inputs, source, params)[:16])
+
+
+# ---------------------------------------------------------------------------------------------- the index
+
+def check_fixed_parameters(work: WorkDir, wanted: dict[str, dict]) -> None:
+    """An index keeps the parameters it was built with: a run asking for other shingle, signature or band
+    parameters stops (--rebuild rebuilds the index with the new ones)."""
+    manifest = work.read_manifest()
+    if not manifest.get("index"):
+        return
+    for stage, params in wanted.items():
+        record = manifest["stages"].get(stage)
+        if record is None:
+            continue
+        stored = record.get("content", {}) if stage == "shingle" else record["params"]
+        flat = {**params.pop("params", {}), **params} if stage == "shingle" else params
+        stored = {**stored.get("params", {}), **stored} if stage == "shingle" else stored
+        for name, value in sorted(flat.items(), key=lambda kv: kv[0] != "threshold"):  # the cause first
+            if stored.get(name) != value:
+                raise ParameterError(
+                    f"{work.root}: this index was built with {stage} {name} {stored.get(name)!r}, not {value!r}; "
+                    f"run with the index's parameters, or add --rebuild to rebuild the index with the new ones")
+
+
+def new_documents(work: WorkDir) -> set[str]:
+    """Ids of the live documents added (new, or changed in content) since the last run whose results were
+    reported."""
+    record = require(work, "shingle")
+    reported = work.read_manifest().get("reported", 0)
+    return {row["id"] for row in load_catalog(work, record) if row["live"] and row["added"] > reported}
+
+
+def mark_reported(work: WorkDir) -> None:
+    """The results of the current run were reported: --new-only will not report them again."""
+    record = work.read_manifest()["stages"].get("shingle")
+    if record is not None and work.read_manifest().get("reported") != record["run"]:
+        work.set(reported=record["run"])
+
+
+def query(work: WorkDir, paths: list[str], stdin, threshold: float | None) -> tuple[list[dict], dict]:
+    """Near-duplicates in the index of the given documents (paths, or one text on stdin for "-"), with exact
+    Jaccard >= threshold, found like a run finds them (same shingles, signatures and bands); the index is only
+    read. Returns (pairs with a = the query document, problems)."""
+    band_record = require(work, "band")
+    shingle_record = require(work, "shingle")
+    source = SourceParams(**{k: tuple(v) if isinstance(v, list) else v for k, v in shingle_record["source"].items()})
+    params = ShingleParams(**shingle_record["params"])
+    signature_params = SignatureParams(**work.read_manifest()["stages"]["signature"]["params"])
+    bands, rows = band_record["params"]["bands"], band_record["params"]["rows"]
+    threshold = inherited_threshold(work, threshold)
+    problems: dict = {}
+    if list(paths) in ([], ["-"]):
+        raw = (stdin if stdin is not None else sys.stdin.buffer).read()
+        decoded = corpus.decode(raw)
+        if decoded is None:
+            raise InputError("-: standard input is binary, not text")
+        documents = [corpus.Document("-", decoded[0], len(raw), 0, "", decoded[1])]
+    else:
+        items = corpus.list_items(list(paths), source).items
+        documents = list(corpus.read_documents(items, source, problems))
+    records, values, offsets = shingle_documents(((doc, {}) for doc in documents), params, problems)
+    if not records:
+        return [], problems
+    keys = lsh.band_keys(signatures(values, offsets, signature_params), bands, rows)
+    docs = load_catalog(work, shingle_record)
+    order = pairing_order(docs)
+    found = []
+    starts = part_starts(shingle_record)
+    index_keys = np.concatenate([work.load_array(work.part("band", n, "npy"), "band", mmap=True)[:]
+                                 for n in shingle_record["shards"]])[order]
+    for j in range(bands):
+        sorted_at = np.argsort(index_keys[:, j], kind="stable")
+        column = index_keys[sorted_at, j]
+        lo, hi = np.searchsorted(column, keys[:, j], "left"), np.searchsorted(column, keys[:, j], "right")
+        q = np.repeat(np.arange(len(records)), hi - lo)
+        at = np.concatenate([sorted_at[a:b] for a, b in zip(lo.tolist(), hi.tolist())] or [np.empty(0, np.int64)])
+        found.append(np.stack([q, order[at]], axis=1))
+    pairs = lsh.unique_pairs(np.concatenate(found))
+    pairs = pairs[[records[a]["id"] != docs[b]["id"] for a, b in pairs.tolist()]].reshape(-1, 2)
+    mine = [(values, offsets)]
+    va, la = sets.gather_sets(mine, np.zeros(1, np.int64), pairs[:, 0])
+    shingles = PartitionArrays(work, "shingle", ("values.npy", "offsets.npy"), shingle_record["shards"])
+    vb, lb = sets.gather_sets(shingles, starts, pairs[:, 1])
+    inter = sets.intersection_sizes(va, la, vb, lb)
+    similarity = sets.jaccard(inter, la, lb)
+    sig_a = signatures(values, offsets, signature_params)[pairs[:, 0]]
+    sig_b = sets.gather_rows(PartitionArrays(work, "signature", ("npy",), shingle_record["shards"]), starts,
+                             pairs[:, 1])
+    estimate = (sig_a == sig_b).mean(axis=1) if len(pairs) else np.empty(0)
+    out = [{"a": records[a]["id"], "b": docs[b]["id"], "jaccard": float(similarity[i]),
+            "estimate": float(estimate[i]), "intersection": int(inter[i]), "union": int(la[i] + lb[i] - inter[i])}
+           for i, (a, b) in enumerate(pairs.tolist()) if similarity[i] >= threshold]
+    out.sort(key=lambda r: (-r["jaccard"], r["a"], r["b"]))
+    return out, problems

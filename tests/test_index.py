@@ -1,0 +1,208 @@
+"""The incremental index (#6): a run reads only new and changed documents, reports what is new, and its full
+result is always the result of a run from scratch over the same files."""
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from nearDup.cli import cli
+
+from conftest import brute_force_pairs, generate_corpus
+
+RUN = ["--partition-docs", "25", "-t", "0.5"]
+
+
+def invoke(*args, input=None):
+    return CliRunner().invoke(cli, [str(a) for a in args], input=input)
+
+
+def neardup(*args) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "nearDup", *map(str, args)], capture_output=True)
+
+
+def pairs_of(tsv: str) -> set[tuple[str, str]]:
+    return {tuple(line.split("\t")[1:3]) for line in tsv.splitlines()}
+
+
+def from_scratch(folder: Path, tmp: Path, *extra) -> str:
+    w = tmp / f"scratch-{random.random()}"
+    r = invoke("-w", w, "run", folder, *RUN, *extra)
+    assert r.exit_code == 0, r.stderr
+    shutil.rmtree(w)
+    return r.stdout
+
+
+def change_files(folder: Path, rng: random.Random) -> dict[str, set[str]]:
+    """Add, change, rename, delete and touch files; returns which paths are new (added or changed in content),
+    renamed (to), deleted, touched."""
+    names = sorted(p.name for p in folder.iterdir())
+    picked = rng.sample(names, 12)
+    new, renamed, deleted, touched = set(), set(), set(), set()
+    for name in picked[:3]:  # copies and near-copies of existing documents: new duplicates
+        text = (folder / name).read_text()
+        (folder / f"new_{name}").write_text(text if len(new) % 2 else text + " one more sentence here")
+        new.add(str(folder / f"new_{name}"))
+    for name in picked[3:6]:  # content changed: the old version leaves, the new one is new
+        words = (folder / name).read_text().split()
+        (folder / name).write_text(" ".join(words[: len(words) // 2] + ["changed"] + words[len(words) // 2:]))
+        new.add(str(folder / name))
+    for name in picked[6:8]:  # renamed: recognised by content, not read again as new
+        os.rename(folder / name, folder / f"moved_{name}")
+        renamed.add(str(folder / f"moved_{name}"))
+    for name in picked[8:10]:
+        os.unlink(folder / name)
+        deleted.add(str(folder / name))
+    for name in picked[10:]:  # touched: new mtime, same content
+        st = os.stat(folder / name)
+        os.utime(folder / name, ns=(st.st_atime_ns, st.st_mtime_ns + 5_000_000_000))
+        touched.add(str(folder / name))
+    return {"new": new, "renamed": renamed, "deleted": deleted, "touched": touched}
+
+
+@pytest.fixture
+def folder(tmp_path):
+    generate_corpus(tmp_path / "docs", n_base=150, seed=3)
+    return tmp_path / "docs"
+
+
+def test_incremental_result_equals_a_run_from_scratch_byte_for_byte(folder, tmp_path):
+    index = tmp_path / "index"
+    first = invoke("run", folder, "--index", index, *RUN)
+    assert first.exit_code == 0 and first.stdout == from_scratch(folder, tmp_path)
+    changes = change_files(folder, random.Random(1))
+    again = invoke("run", folder, "--index", index, *RUN)
+    assert again.exit_code == 0, again.stderr
+    assert again.stdout == from_scratch(folder, tmp_path)
+    # only the new and changed files were read and shingled; the renamed and touched ones were recognised
+    assert (f"this run: {len(changes['new'])} added, {len(changes['deleted']) + 3} removed, "
+            f"{len(changes['renamed'])} renamed") in again.stderr
+    for extra in (["--groups", "--format", "jsonl"], ["--print", "uniques"], ["--print", "keepers", "--keep", "newest"]):
+        assert invoke("run", folder, "--index", index, *RUN, *extra).stdout == from_scratch(folder, tmp_path, *extra)
+    # and against independent truth: every reported pair is a true pair
+    texts = {str(p): p.read_text() for p in folder.iterdir()}
+    assert pairs_of(again.stdout) <= set(brute_force_pairs(texts, 0.5))
+
+
+def test_new_only_reports_exactly_the_pairs_that_involve_added_or_changed_documents(folder, tmp_path):
+    index = tmp_path / "index"
+    assert invoke("run", folder, "--index", index, *RUN).exit_code == 0
+    quiet = invoke("run", folder, "--index", index, *RUN, "--new-only", "--exit-code")
+    assert quiet.exit_code == 0 and quiet.stdout == ""  # nothing changed: nothing new, exit 0
+    changes = change_files(folder, random.Random(2))
+    r = invoke("run", folder, "--index", index, *RUN, "--new-only", "--exit-code")
+    assert r.exit_code == 1  # new duplicates were found
+    full = pairs_of(from_scratch(folder, tmp_path))
+    expected = {p for p in full if p[0] in changes["new"] or p[1] in changes["new"]}
+    assert expected and pairs_of(r.stdout) == expected
+    groups = json.loads("[" + ",".join(invoke("run", folder, "--index", index, *RUN, "--groups", "--format",
+                                              "jsonl").stdout.splitlines()) + "]")
+    # reported once: the next run has nothing new, even for groups
+    again = invoke("run", folder, "--index", index, *RUN, "--new-only", "--groups", "--format", "jsonl")
+    assert [g for g in map(json.loads, again.stdout.splitlines()) if g["type"] == "group"] == []
+    assert any(g["type"] == "group" for g in groups)
+
+
+def test_groups_with_new_only_are_the_groups_holding_a_new_document(folder, tmp_path):
+    index = tmp_path / "index"
+    invoke("run", folder, "--index", index, *RUN)
+    changes = change_files(folder, random.Random(4))
+    r = invoke("run", folder, "--index", index, *RUN, "--new-only", "--groups", "--format", "jsonl")
+    got = [g for g in map(json.loads, r.stdout.splitlines()) if g["type"] == "group"]
+    full = [json.loads(line) for line in from_scratch(folder, tmp_path, "--groups", "--format", "jsonl").splitlines()]
+    want = [g for g in full if g["type"] == "group" and any(m["id"] in changes["new"] for m in g["members"])]
+    assert want and got == want
+
+
+def test_parameters_are_fixed_until_rebuild(folder, tmp_path):
+    index = tmp_path / "index"
+    invoke("run", folder, "--index", index, *RUN)
+    manifest = (index / "manifest.json").read_bytes()
+    r = invoke("run", folder, "--index", index, *RUN, "-k", 4)
+    assert r.exit_code == 2 and "built with shingle k 5, not 4" in r.stderr and "--rebuild" in r.stderr
+    r = invoke("run", folder, "--index", index, "--partition-docs", 25, "-t", 0.6)
+    assert r.exit_code == 2 and "threshold 0.5, not 0.6" in r.stderr
+    assert (index / "manifest.json").read_bytes() == manifest  # a refused run changes nothing
+    rebuilt = invoke("run", folder, "--index", index, *RUN, "-k", 4, "--rebuild")
+    assert rebuilt.exit_code == 0 and rebuilt.stdout == from_scratch(folder, tmp_path, "-k", 4)
+    assert invoke("run", folder, "--index", index, *RUN, "-k", 4).exit_code == 0
+
+
+def test_query_finds_near_duplicates_in_the_index_and_changes_nothing(folder, tmp_path):
+    index = tmp_path / "index"
+    full = invoke("run", folder, "--index", index, *RUN)
+    snapshot = {p: p.read_bytes() for p in index.rglob("*") if p.is_file() and p.name != "lock"}
+    probe = sorted(p for p in folder.iterdir() if p.name.endswith("_v0.txt"))[0]
+    query = tmp_path / "outside.txt"
+    query.write_text(probe.read_text())
+    r = invoke("query", query, "--index", index, "-t", 0.5)
+    assert r.exit_code == 0, r.stderr
+    found = {line.split("\t")[2]: float(line.split("\t")[0]) for line in r.stdout.splitlines()}
+    # the copy's near-duplicates are the probe itself (J = 1) and the probe's partners in the full result
+    partners = {b if a == str(probe) else a for a, b in pairs_of(full.stdout) if str(probe) in (a, b)}
+    assert found == {str(probe): 1.0, **{p: found.get(p) for p in partners}} and found[str(probe)] == 1.0
+    truth = brute_force_pairs({"q": query.read_text(), **{p: Path(p).read_text() for p in found}}, 0.0)
+    for doc, j in found.items():
+        assert abs(truth[tuple(sorted(("q", doc)))] - j) < 1e-9
+    stdin = invoke("query", "--index", index, "-t", 0.5, "--format", "jsonl", input=query.read_text())
+    assert {json.loads(line)["b"] for line in stdin.stdout.splitlines()[1:-1]} == set(found)
+    assert {p: p.read_bytes() for p in index.rglob("*") if p.is_file() and p.name != "lock"} == snapshot
+
+
+def test_jsonl_index_reads_only_appended_records(tmp_path):
+    rng = random.Random(6)
+    records = [{"id": f"r{i}", "text": " ".join(f"w{rng.randrange(5000)}" for _ in range(80))} for i in range(60)]
+    records += [{"id": f"copy{i}", "text": records[i]["text"]} for i in range(0, 60, 10)]
+    data = tmp_path / "data.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in records))
+    index = tmp_path / "index"
+    invoke("run", data, "--jsonl", "--index", index, "-t", 0.5)
+    more = [{"id": "late", "text": records[5]["text"]}, {"id": "r3", "text": "replaced " * 30}]
+    data.write_text("".join(json.dumps(r) + "\n" for r in records if r["id"] != "r3") +
+                    "".join(json.dumps(r) + "\n" for r in more))
+    r = invoke("run", data, "--jsonl", "--index", index, "-t", 0.5, "--new-only")
+    assert "this run: 2 added, 1 removed" in r.stderr
+    assert pairs_of(r.stdout) == {("late", "r5")}  # copy0..copy50 pair with r0..r50, but they are not new
+    w = tmp_path / "scratch"
+    assert invoke("run", data, "--jsonl", "--index", index, "-t", 0.5).stdout == \
+        invoke("-w", w, "run", data, "--jsonl", "-t", 0.5).stdout
+
+
+def test_a_killed_incremental_run_leaves_the_index_as_it_was(tmp_path):
+    folder = tmp_path / "docs"
+    generate_corpus(folder, n_base=700, seed=13)
+    index = tmp_path / "index"
+    args = ["run", folder, "--index", index, "--partition-docs", 20, "--jobs", 2, "-t", 0.5]
+    assert neardup(*args).returncode == 0
+    change_files(folder, random.Random(5))
+    for name in sorted(os.listdir(folder))[:300]:  # enough new work for the kills to land mid-run
+        (folder / f"extra_{name}").write_text((folder / name).read_text() + " extra")
+    start = time.monotonic()
+    timing = neardup("run", folder, "-w", tmp_path / "timing", "--partition-docs", 20, "-t", 0.5)
+    duration = time.monotonic() - start
+    assert timing.returncode == 0
+    manifest = (index / "manifest.json").read_bytes()
+    rng = random.Random(8)
+    for kill_at in sorted(rng.uniform(0.1, 0.6) * duration for _ in range(4)):
+        proc = subprocess.Popen([sys.executable, "-m", "nearDup", *map(str, args)], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, start_new_session=True)
+        time.sleep(kill_at)
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        if proc.returncode == 0:
+            break
+        assert (index / "manifest.json").read_bytes() == manifest  # exactly as before the run
+        probe = sorted(folder.iterdir())[0]
+        assert neardup("query", probe, "--index", index).returncode == 0  # and usable
+    resumed = neardup(*args)
+    assert resumed.returncode == 0, resumed.stderr
+    assert resumed.stdout == timing.stdout
