@@ -116,6 +116,9 @@ def list_items(args: list[str], params: SourceParams, stdin=None, spool: Callabl
 
 
 def _wanted(rel: str, name: str, params: SourceParams) -> bool:
+    if not params.include and not params.exclude:
+        return True
+
     def match(patterns):
         return any(fnmatch.fnmatchcase(name, g) or fnmatch.fnmatchcase(rel, g) for g in patterns)
     return (not params.include or match(params.include)) and not match(params.exclude)

@@ -8,6 +8,7 @@ its key is not recomputed, so an interrupted stage resumes where it stopped and 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import os
 import sys
 from dataclasses import asdict
@@ -196,7 +197,10 @@ def shingle_partition(task: PartitionTask) -> None:
 
 
 def item_digest(item: corpus.Item) -> str:
-    return digest(item.fingerprint())[:16]
+    """A short digest of an item's fingerprint (path, size, mtime, inode, byte range): what a catalog row keeps
+    to know its document unchanged without reading it. One per listed file, so a plain hash, not a JSON digest."""
+    text = "\0".join(map(str, item.fingerprint()))
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
 
 
 def _streamed_shingles(pieces, params: ShingleParams, hash_tokens) -> np.ndarray:
@@ -226,7 +230,9 @@ def _lookahead(pieces):
         yield previous, True
 
 
-CATALOG = "catalog.jsonl"
+CATALOG = "catalog.npz"
+ROW_TEXT = ("id", "sha", "item")
+ROW_NUMBERS = ("size", "mtime_ns", "inode", "shingles", "replaced", "added", "live")
 ROW_FIELDS = ("id", "size", "mtime_ns", "inode", "sha", "shingles", "replaced", "item")
 
 
@@ -365,8 +371,8 @@ def shingle(runner: Runner, args: list[str], source: SourceParams, params: Shing
     totals.update(docs=len(alive), bytes=sum(r["size"] for r in alive), shingles=sum(r["shingles"] for r in alive),
                   short=sum(1 for r in alive if r["shingles"] == 0), replaced=sum(1 for r in alive if r["replaced"]),
                   added=sum(1 for r in alive if r["added"] == run), removed=plan.removed, renamed=plan.renamed)
-    key = digest("shingle", keys, inputs, digest(rows))
-    work.save_jsonl(work.output("shingle", CATALOG, key), rows)
+    key = digest("shingle", keys, inputs, [[r[f] for f in ROW_TEXT] + [int(r[f]) for f in ROW_NUMBERS] for r in rows])
+    work.save_table(work.output("shingle", CATALOG, key), rows, ROW_TEXT, ROW_NUMBERS)
     record = {"key": key, "params": asdict(params), "source": asdict(source), "content": content,
               "inputs": inputs, "partitions": keys, "shards": shards, "docs": counts, "run": run,
               "next_shard": next_shard + len(parts), "files": _files(work, "shingle", key, CATALOG),
@@ -380,7 +386,7 @@ def shingle(runner: Runner, args: list[str], source: SourceParams, params: Shing
 
 
 def load_catalog(work: WorkDir, record: dict) -> list[dict]:
-    return work.load_jsonl(work.output("shingle", CATALOG, record["key"]), "shingle")
+    return work.load_table(work.output("shingle", CATALOG, record["key"]), "shingle")
 
 
 def _stored_rows(runner: Runner, record: dict) -> list[dict]:

@@ -7,7 +7,7 @@
       shingle/part-00000.docs.jsonl    one record per document of the shard: id, size, mtime_ns, sha, shingles, ...
       shingle/part-00000.values.npy    uint32: each document's sorted unique shingle hashes, concatenated
       shingle/part-00000.offsets.npy   int64 (n_docs + 1): document d is values[offsets[d]:offsets[d+1]]
-      shingle/KEY.catalog.jsonl        one row per document of the listed shards, in order: its current id, size,
+      shingle/KEY.catalog.npz          one row per document of the listed shards, in order: its current id, size,
                                        mtime_ns, inode, sha, live (false once deleted or changed), added (run)
       signature/part-00000.npy         uint32 (n_docs, num_perm)
       band/part-00000.npy              uint64 (n_docs, bands)
@@ -232,6 +232,28 @@ class WorkDir:
             raise WorkDirError(f"{path}: missing; re-run the {stage} stage (or use --force)") from None
         except (ValueError, OSError):
             raise WorkDirError(f"{path}: corrupt or truncated; re-run the {stage} stage (or use --force)") from None
+
+    def save_table(self, path: Path, rows: list[dict], text: tuple[str, ...], numbers: tuple[str, ...]) -> None:
+        """Rows of dicts as columns in one .npz: text fields as UTF-8 bytes (surrogates kept), the others int64.
+        Loading 100,000 rows this way takes tens of milliseconds, where JSON lines take most of a second."""
+        columns = {f: np.array([r[f].encode("utf-8", "surrogatepass") for r in rows], dtype=np.bytes_)
+                   for f in text}
+        columns.update({f: np.array([int(r[f]) for r in rows], dtype=np.int64) for f in numbers})
+        with atomic_file(path) as f:
+            np.savez(f, **columns)
+
+    def load_table(self, path: Path, stage: str) -> list[dict]:
+        try:
+            with np.load(path, allow_pickle=False) as data:
+                columns = {f: data[f] for f in data.files}
+        except FileNotFoundError:
+            raise WorkDirError(f"{path}: missing; re-run the {stage} stage (or use --force)") from None
+        except (ValueError, OSError, EOFError, KeyError):
+            raise WorkDirError(f"{path}: corrupt or truncated; re-run the {stage} stage (or use --force)") from None
+        lists = {f: ([x.decode("utf-8", "surrogatepass") for x in c.tolist()] if c.dtype.kind == "S" else c.tolist())
+                 for f, c in columns.items()}
+        names = list(lists)
+        return [dict(zip(names, values)) for values in zip(*lists.values())]
 
     def save_json(self, path: Path, obj) -> None:
         with atomic_file(path, "w") as f:
