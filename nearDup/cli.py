@@ -351,13 +351,13 @@ class Results:
         since the last report (and those documents)."""
         work = runner.work
         pairs, groups = stages.verified_pairs(work), lambda: stages.clusters(work)
-        docs = lambda: [d for d in stages.load_docs(work) if d["live"]]  # noqa: E731
+        docs = lambda: stages.load_docs(work).live()  # noqa: E731
         if new_only:
             new = stages.new_documents(work)
             pairs = [p for p in pairs if p["a"] in new or p["b"] in new]
             groups = lambda: [g for g in stages.clusters(work)  # noqa: E731
                               if any(m["id"] in new for m in g["members"])]
-            docs = lambda: [d for d in stages.load_docs(work) if d["live"] and d["id"] in new]  # noqa: E731
+            docs = lambda: [d for d in stages.load_docs(work).live() if d["id"] in new]  # noqa: E731
         return cls(pairs, groups, docs, runner.soft_errors)
 
 
@@ -529,7 +529,7 @@ def cluster(ctx, link, keep, prefer):
 @click.option("--rebuild", is_flag=True, help="Rebuild the index with this run's parameters.")
 @click.option("--replay", type=click.Path(dir_okay=False), metavar="PAIRS.jsonl",
               help="Re-filter, re-group and re-print saved pairs (jsonl output, or a work dir's "
-                   "verify/pairs.jsonl) without reading any document.")
+                   "verify/KEY.pairs.jsonl) without reading any document.")
 @script_options
 @common_options
 @click.pass_context

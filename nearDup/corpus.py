@@ -16,7 +16,7 @@ import re
 import stat
 import sys
 import unicodedata
-from typing import Callable, Iterator
+from typing import Callable, Iterator, NamedTuple
 
 import numpy as np
 
@@ -28,8 +28,7 @@ BOMS = ((b"\xef\xbb\xbf", "utf-8"), (b"\xff\xfe\x00\x00", "utf-32-le"), (b"\x00\
         (b"\xff\xfe", "utf-16-le"), (b"\xfe\xff", "utf-16-be"))
 
 
-@dataclasses.dataclass(frozen=True)
-class Item:
+class Item(NamedTuple):
     """One unit of input: a whole file (kind "file") or lines [first_line, ...) at bytes [start, end) of a JSONL file."""
 
     kind: str
@@ -135,7 +134,6 @@ def _walk(root: str, params: SourceParams, skipped: dict) -> Iterator[Item]:
         except OSError as e:
             raise InputError(f"{folder}: cannot list folder ({e.strerror})") from None
         for entry in entries:
-            rel = f"{rel_folder}{entry.name}"
             if entry.name.startswith(".") and not params.hidden:
                 skipped["hidden"] += 1
                 continue
@@ -151,11 +149,10 @@ def _walk(root: str, params: SourceParams, skipped: dict) -> Iterator[Item]:
                 ident = (st.st_dev, st.st_ino)
                 if ident not in seen_dirs:
                     seen_dirs.add(ident)
-                    stack.append((os.path.join(folder, entry.name), rel + "/"))
+                    stack.append((entry.path, f"{rel_folder}{entry.name}/"))
             elif stat.S_ISREG(st.st_mode):
-                if _wanted(rel, entry.name, params):
-                    path = os.path.join(folder, entry.name)
-                    yield Item("file", path, path, st.st_size, st.st_mtime_ns, inode=st.st_ino)
+                if _wanted(f"{rel_folder}{entry.name}", entry.name, params):
+                    yield Item("file", entry.path, entry.path, st.st_size, st.st_mtime_ns, inode=st.st_ino)
                 else:
                     skipped["excluded"] += 1
 
@@ -383,7 +380,7 @@ def normalise(text: str, params: ShingleParams, first: bool = True, last: bool =
 
 
 def read_pairs(path: str, threshold: float | None) -> list[dict]:
-    """Pairs saved by nearDup (`--format jsonl` output, or a work dir's verify/pairs.jsonl), at or above threshold,
+    """Pairs saved by nearDup (`--format jsonl` output, or a work dir's verify/KEY.pairs.jsonl), at or above threshold,
     sorted as nearDup prints them."""
     pairs = []
     try:

@@ -18,6 +18,7 @@ from typing import Callable
 import numpy as np
 
 from . import corpus
+from .catalog import Catalog, item_digest, plan
 from .config import (DEFAULT_THRESHOLD, FORMAT, BandParams, CandidateParams, ClusterParams, ShingleParams,
                      SignatureParams, SourceParams, VerifyParams, digest)
 from .errors import InputError, ParameterError, WorkDirError
@@ -183,7 +184,7 @@ def shingle_partition(task: PartitionTask) -> None:
 
     def documents():
         for item in task.items:
-            extra = {"item": item_digest(item), "inode": item.inode}
+            extra = {"item": item_digest(item), "inode": item.inode}  # what the catalog keeps of the item
             for doc in corpus.read_documents([item], task.source, problems):
                 if task.only is None or doc.id in task.only:
                     yield doc, extra
@@ -194,13 +195,6 @@ def shingle_partition(task: PartitionTask) -> None:
     work.save_array(work.part("shingle", task.index, "offsets.npy"), offsets)
     work.mark_part_done("shingle", task.index, task.key, suffixes=SHINGLE_FILES, stats={
         "docs": len(records), "bytes": sum(r["size"] for r in records), **problems})
-
-
-def item_digest(item: corpus.Item) -> str:
-    """A short digest of an item's fingerprint (path, size, mtime, inode, byte range): what a catalog row keeps
-    to know its document unchanged without reading it. One per listed file, so a plain hash, not a JSON digest."""
-    text = "\0".join(map(str, item.fingerprint()))
-    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
 
 
 def _streamed_shingles(pieces, params: ShingleParams, hash_tokens) -> np.ndarray:
@@ -231,76 +225,6 @@ def _lookahead(pieces):
 
 
 CATALOG = "catalog.npz"
-ROW_TEXT = ("id", "sha", "item")
-ROW_NUMBERS = ("size", "mtime_ns", "inode", "shingles", "replaced", "added", "live")
-ROW_FIELDS = ("id", "size", "mtime_ns", "inode", "sha", "shingles", "replaced", "item")
-
-
-@dataclasses.dataclass
-class Plan:
-    """What a run must do to bring the shards up to the listed inputs: the catalog rows kept from the stored
-    shards (dead ones marked), and the items to shingle into new shards (with the ids wanted of each)."""
-
-    rows: list[dict]
-    todo: list[tuple[corpus.Item, frozenset | None]]
-    renamed: int = 0
-    removed: int = 0
-
-
-def plan_shingling(rows: list[dict], items: list[corpus.Item], source: SourceParams) -> Plan:
-    """Match the listed items against the stored catalog rows.
-
-    An item whose fingerprint (path, size, mtime, inode; byte range for JSONL) is unchanged keeps its rows. The
-    rows of vanished or changed items are released; a changed item is then read for content hashes (only when one
-    could match: same id, or the size of a released file) and each of its documents claims a released row with the
-    same id and hash (touched, not changed), else one with the same hash (renamed). What is left is shingled."""
-    rows = [dict(r) for r in rows]
-    by_item: dict[str, list[int]] = {}
-    for n, row in enumerate(rows):
-        if row["live"]:
-            by_item.setdefault(row["item"], []).append(n)
-    listed = {item_digest(item): item for item in items}
-    changed = [item for fp, item in listed.items() if fp not in by_item]
-    released = [n for fp, numbers in by_item.items() if fp not in listed for n in numbers]
-    for n in released:
-        rows[n]["live"] = False
-    plan = Plan(rows, [])
-    sizes = {rows[n]["size"] for n in released}
-    by_id = {rows[n]["id"]: n for n in released}
-    by_sha: dict[str, list[int]] = {}
-    for n in sorted(released):
-        by_sha.setdefault(rows[n]["sha"], []).append(n)
-    found: list[tuple[corpus.Item, str, str]] = []  # (item, id, sha) of documents of changed items
-    for item in changed:
-        if released and (item.kind == "jsonl" or item.id in by_id or item.size in sizes):
-            found.extend((item, doc_id, sha) for doc_id, sha in corpus.content_hashes(item, source))
-    claimed: dict[str, int] = {}
-    for _, doc_id, sha in found:  # the same id with the same content first, then renames, in id order
-        n = by_id.get(doc_id)
-        if n is not None and rows[n]["sha"] == sha and not rows[n]["live"]:
-            rows[n]["live"], claimed[doc_id] = True, n
-    for _, doc_id, sha in sorted(found, key=lambda f: f[1]):
-        if doc_id not in claimed:
-            n = next((n for n in by_sha.get(sha, ()) if not rows[n]["live"]), None)
-            if n is not None:
-                rows[n]["live"], claimed[doc_id] = True, n
-                plan.renamed += 1
-    for item, doc_id, _ in found:
-        if doc_id in claimed:
-            rows[claimed[doc_id]].update(id=doc_id, mtime_ns=item.mtime_ns, inode=item.inode, item=item_digest(item))
-    plan.removed = sum(1 for n in released if not rows[n]["live"])
-    wanted: dict[str, set] = {}
-    for item, doc_id, _ in found:
-        if doc_id not in claimed:
-            wanted.setdefault(item.id, set()).add(doc_id)
-    for item in changed:
-        read = any(f[0] is item for f in found)
-        if item.kind == "file" and (not read or item.id in wanted):
-            plan.todo.append((item, None))
-        elif item.kind == "jsonl" and (not read or item.id in wanted):
-            plan.todo.append((item, frozenset(wanted[item.id]) if read else None))
-    plan.todo.sort(key=lambda t: (t[0].id, t[0].start))
-    return plan
 
 
 def shingle(runner: Runner, args: list[str], source: SourceParams, params: ShingleParams, stdin=None,
@@ -313,32 +237,37 @@ def shingle(runner: Runner, args: list[str], source: SourceParams, params: Shing
     inputs = [{"path": p, "reference": i >= len(listing.args) - len(references)} for i, p in enumerate(listing.args)]
     if not listing.items:
         raise InputError(f"{' '.join(args)}: no documents found (folder empty, or every file hidden or excluded)")
-    content = {"params": asdict(params), "id_field": source.id_field, "text_field": source.text_field,
-               "strict": source.strict}
+    content = {"params": asdict(params), "jsonl": source.jsonl, "id_field": source.id_field,
+               "text_field": source.text_field, "strict": source.strict}
     previous = work.read_manifest()["stages"].get("shingle")
     base = previous if previous is not None and previous.get("content") == content else None
-    old_rows = _stored_rows(runner, previous) if previous is not None else []
-    plan = plan_shingling(old_rows if base is not None else [], listing.items, source)
-    if base is not None and not rebuild and not plan.todo and plan.rows == old_rows and base.get("inputs") == inputs:
+    stored = _stored_catalog(runner, previous) if previous is not None else Catalog.empty()
+    todo = plan(stored if base is not None else Catalog.empty(), listing.items, source)
+    if (base is not None and not rebuild and not todo.todo and todo.catalog.same(stored)
+            and base.get("inputs") == inputs):
         runner.log(f"shingle: up to date ({_shingle_summary(base)})")
         _report_problems(runner, base)
         return base
     run = (previous or {}).get("run", 0) + 1
-    carried = {(r["id"], r["sha"]): r["added"] for r in old_rows if r["live"]}
-    live = sum(r["live"] for r in plan.rows)
-    if rebuild or len(plan.rows) - live > max(live, 1000):  # (or more dead rows than live ones) rebuild compactly
-        base, plan = None, plan_shingling([], listing.items, source)
-    shards, counts, keys, rows = [], [], [], []
+    carried: dict = {}  # (id, sha) -> the run a document came in, kept through a rebuild
+    live = int(todo.catalog.live.sum())
+    if base is None or rebuild or len(todo.catalog) - live > max(live, 1000):  # (or mostly dead rows) rebuild
+        carried = {(stored.ids[n], stored["sha"][n]): int(stored["added"][n])
+                   for n in np.flatnonzero(stored.live).tolist()}
+        if base is not None:  # planned against the stored rows: plan again from nothing
+            base, todo = None, plan(Catalog.empty(), listing.items, source)
+    shards, counts, keys, kept = [], [], [], []
     if base is not None:  # keep the shards that still hold a live document (numbers shift past a dropped one)
-        start = 0
+        start, live_rows = 0, todo.catalog.live
         for n, count, shard_key in zip(base["shards"], base["docs"], base["partitions"]):
-            if any(r["live"] for r in plan.rows[start:start + count]):
+            if live_rows[start:start + count].any():
                 shards.append(n), counts.append(count), keys.append(shard_key)
-                rows.extend(plan.rows[start:start + count])
+                kept.append(np.arange(start, start + count))
             start += count
+    catalog = todo.catalog.take(np.concatenate(kept)) if kept else Catalog.empty()
     next_shard = (previous or {}).get("next_shard", 0)
-    parts = corpus.partition([item for item, _ in plan.todo], source)
-    only = {item.id: ids for item, ids in plan.todo}
+    parts = corpus.partition([item for item, _ in todo.todo], source)
+    only = {item.id: ids for item, ids in todo.todo}
     new_keys, new_shards, tasks_only = [], [], []
     for i, part in enumerate(parts):
         wanted = [only[item.id] for item in part]
@@ -363,16 +292,13 @@ def shingle(runner: Runner, args: list[str], source: SourceParams, params: Shing
             elif isinstance(value, int) and name not in ("docs", "bytes"):
                 totals[name] = totals.get(name, 0) + value
         shard_docs = work.load_jsonl(work.part("shingle", n, "docs.jsonl"), "shingle")
-        rows.extend({**{f: d.get(f) for f in ROW_FIELDS}, "live": True,
-                     "added": carried.get((d["id"], d["sha"]), run)} for d in shard_docs)
+        catalog = catalog.concat(Catalog.of_records(shard_docs, carried, run))
         counts.append(len(shard_docs))
     shards, keys = [*shards, *new_shards], [*keys, *new_keys]
-    alive = [r for r in rows if r["live"]]
-    totals.update(docs=len(alive), bytes=sum(r["size"] for r in alive), shingles=sum(r["shingles"] for r in alive),
-                  short=sum(1 for r in alive if r["shingles"] == 0), replaced=sum(1 for r in alive if r["replaced"]),
-                  added=sum(1 for r in alive if r["added"] == run), removed=plan.removed, renamed=plan.renamed)
-    key = digest("shingle", keys, inputs, [[r[f] for f in ROW_TEXT] + [int(r[f]) for f in ROW_NUMBERS] for r in rows])
-    work.save_table(work.output("shingle", CATALOG, key), rows, ROW_TEXT, ROW_NUMBERS)
+    totals.update(catalog.summary(), added=int(((catalog["added"] == run) & catalog.live).sum()),
+                  removed=todo.removed, renamed=todo.renamed)
+    key = digest("shingle", keys, inputs, catalog.fingerprint())
+    work.save_table(work.output("shingle", CATALOG, key), catalog.stored())
     record = {"key": key, "params": asdict(params), "source": asdict(source), "content": content,
               "inputs": inputs, "partitions": keys, "shards": shards, "docs": counts, "run": run,
               "next_shard": next_shard + len(parts), "files": _files(work, "shingle", key, CATALOG),
@@ -385,26 +311,37 @@ def shingle(runner: Runner, args: list[str], source: SourceParams, params: Shing
     return record
 
 
-def load_catalog(work: WorkDir, record: dict) -> list[dict]:
-    return work.load_table(work.output("shingle", CATALOG, record["key"]), "shingle")
+_CATALOGS: dict[str, Catalog] = {}  # loaded once per process: several stages of a run read the same catalog
 
 
-def _stored_rows(runner: Runner, record: dict) -> list[dict]:
-    """The stored catalog, with the rows of a damaged shard marked dead (their documents are read again), or
-    nothing when the catalog itself is damaged (everything is read again)."""
+def load_catalog(work: WorkDir, record: dict) -> Catalog:
+    path = work.output("shingle", CATALOG, record["key"])
+    try:
+        st = path.stat()
+        version = (str(path), st.st_size, st.st_mtime_ns)
+    except OSError:
+        version = None
+    if version is None or version not in _CATALOGS:
+        _CATALOGS.clear()
+        _CATALOGS[version] = Catalog(work.load_table(path, "shingle"))
+    return _CATALOGS[version]
+
+
+def _stored_catalog(runner: Runner, record: dict) -> Catalog:
+    """The stored catalog, with the rows of a damaged shard marked dead (their documents are read again), or an
+    empty one when the catalog itself is damaged (everything is read again)."""
     work = runner.work
     if _up_to_date(work, "shingle", record["key"], runner.log) is None:
-        return []
-    rows = load_catalog(work, record)
-    start = 0
+        return Catalog.empty()
+    catalog = load_catalog(work, record)
+    start, live = 0, catalog["live"].copy()
     for n, key, count in zip(record["shards"], record["partitions"], record["docs"]):
         if work.part_done("shingle", n, key, SHINGLE_FILES) is None:
             runner.log(f"warning: {work.part('shingle', n, '*')} has a missing or truncated file; reading its "
                        f"documents again")
-            for row in rows[start:start + count]:
-                row["live"] = False
+            live[start:start + count] = 0
         start += count
-    return rows
+    return Catalog({**catalog.columns, "live": live})
 
 
 def _check_documents(runner: Runner, record: dict, params: ShingleParams, args: list[str]) -> None:
@@ -417,7 +354,8 @@ def _check_documents(runner: Runner, record: dict, params: ShingleParams, args: 
         raise InputError(f"{where}: no document is long enough for one {params.k}-{params.unit} shingle; "
                          f"lower -k or use --unit char")
     if record["source"]["jsonl"]:
-        ids = [doc["id"] for doc in load_catalog(runner.work, record) if doc["live"]]
+        catalog = load_catalog(runner.work, record)
+        ids = [catalog.ids[n] for n in np.flatnonzero(catalog.live)]
         if len(set(ids)) != len(ids):
             seen, dup = set(), []
             for i in ids:
@@ -452,19 +390,36 @@ def _report_problems(runner: Runner, record: dict) -> None:
     runner.soft_errors += stats.get("unreadable", 0) + stats.get("vanished", 0)
 
 
-def load_docs(work: WorkDir, shingle_record: dict | None = None) -> list[dict]:
-    """Every catalog row, in global order (dead rows too: `live` says which documents exist now), with `arg`
-    (index of the argument it was found under) and `reference` (found under a --reference path)."""
-    record = shingle_record or require(work, "shingle")
-    docs = load_catalog(work, record)
-    inputs = record.get("inputs", [])
-    prefixes = [(p["path"] if p["path"].endswith("/") else p["path"] + "/") for p in inputs]
-    for doc in docs:
-        arg = next((i for i, p in enumerate(inputs) if doc["id"] == p["path"] or doc["id"].startswith(prefixes[i])),
-                   0)
+class Docs:
+    """The catalog's rows as document records, docs[n] for global number n (dead rows too: `live` says which
+    documents exist now), each with `arg` (index of the argument it was found under) and `reference` (found under a
+    --reference path). Records are made when asked for: a group needs a few of 100,000."""
+
+    def __init__(self, catalog: Catalog, inputs: list[dict]):
+        self.catalog, self.inputs = catalog, inputs
+        self.prefixes = [(p["path"] if p["path"].endswith("/") else p["path"] + "/") for p in inputs]
+
+    def __len__(self) -> int:
+        return len(self.catalog)
+
+    def __getitem__(self, n: int) -> dict:
+        doc = self.catalog.row(n)
+        arg = next((i for i, p in enumerate(self.inputs) if doc["id"] == p["path"]
+                    or doc["id"].startswith(self.prefixes[i])), 0)
         doc["arg"] = arg
-        doc["reference"] = bool(inputs) and inputs[arg]["reference"]
-    return docs
+        doc["reference"] = bool(self.inputs) and self.inputs[arg]["reference"]
+        return doc
+
+    def __iter__(self):
+        return (self[n] for n in range(len(self)))
+
+    def live(self) -> list[dict]:
+        return [self[n] for n in np.flatnonzero(self.catalog.live).tolist()]
+
+
+def load_docs(work: WorkDir, shingle_record: dict | None = None) -> Docs:
+    record = shingle_record or require(work, "shingle")
+    return Docs(load_catalog(work, record), record.get("inputs", []))
 
 
 # ---------------------------------------------------------------------------------------------- 2. signature
@@ -569,37 +524,45 @@ def describe_bands(params: BandParams, num_perm: int) -> str:
 
 @dataclasses.dataclass(frozen=True)
 class BandTask:
-    """The candidate pairs of one band: its column of band keys, for the documents listed in `order`."""
+    """The candidate pairs of a few bands: their columns of band keys, for the documents listed in `order`."""
 
     root: str
-    band: int
+    bands: tuple
     order: str  # the .npy of the global numbers of the documents that can pair, in id order
     shards: tuple
     max_bucket: int
 
 
+BANDS_PER_TASK = 4  # each task reads every band shard once; fixed, so tasks never depend on --jobs
+
+
 def band_candidates(task: BandTask) -> tuple[np.ndarray, np.ndarray]:
-    """(pairs of global numbers, large buckets (band, anchor, size)) of one band. Buckets are cut by the keys of
-    the documents in id order, so a large bucket's anchor is its first document by id, however the shards were
-    appended."""
+    """(distinct pairs of global numbers, large buckets (band, anchor, size)) of the task's bands. Buckets are cut
+    by the keys of the documents in id order, so a large bucket's anchor is its first document by id, however the
+    shards were appended."""
     work = WorkDir(task.root)
     order = work.load_array(Path(task.order), "candidates")
-    column = np.concatenate([work.load_array(work.part("band", n, "npy"), "band", mmap=True)[:, task.band]
-                             for n in task.shards]) if task.shards else np.empty(0, np.uint64)
-    pairs, big = lsh.bucket_pairs(column[order], np.arange(len(order), dtype=np.int64), task.max_bucket)
-    large = np.stack([np.full(len(big), task.band), order[big[:, 0]], big[:, 1]], axis=1) if len(big) else \
-        np.empty((0, 3), np.int64)
-    return np.sort(order[pairs], axis=1), large
+    bands = list(task.bands)
+    keys = np.concatenate([work.load_array(work.part("band", n, "npy"), "band", mmap=True)[:, bands]
+                           for n in task.shards]) if task.shards else np.empty((0, len(bands)), np.uint64)
+    keys = keys[order]
+    found, large = [], []
+    for j, band in enumerate(bands):
+        pairs, big = lsh.bucket_pairs(np.ascontiguousarray(keys[:, j]), np.arange(len(order), dtype=np.int64),
+                                      task.max_bucket)
+        found.append(np.sort(order[pairs], axis=1))
+        large.append(np.stack([np.full(len(big), band), order[big[:, 0]], big[:, 1]], axis=1).reshape(-1, 3))
+    return lsh.unique_pairs(np.concatenate(found)), np.concatenate(large).astype(np.int64)
 
 
-def pairing_order(rows: list[dict]) -> np.ndarray:
+def pairing_order(catalog: Catalog) -> np.ndarray:
     """Global numbers of the live documents with at least one shingle (an empty set has no similarity, so is
     never a candidate), sorted by id."""
-    numbers = [n for n, r in enumerate(rows) if r["live"] and r["shingles"]]
-    ids = [rows[n]["id"] for n in numbers]
+    numbers = np.flatnonzero(catalog.live & (catalog["shingles"] > 0))
+    ids = [catalog.ids[n] for n in numbers.tolist()]
     if any(ids[i] >= ids[i + 1] for i in range(len(ids) - 1)):  # appended shards: restore id order
-        numbers = [numbers[i] for i in sorted(range(len(ids)), key=ids.__getitem__)]
-    return np.array(numbers, dtype=np.int64)
+        numbers = numbers[sorted(range(len(ids)), key=ids.__getitem__)]
+    return numbers.astype(np.int64)
 
 
 def candidates(runner: Runner, params: CandidateParams) -> dict:
@@ -611,10 +574,12 @@ def candidates(runner: Runner, params: CandidateParams) -> dict:
         return record
     docs = load_docs(work, shingle_record)
     order_path = work.output("candidates", "order.npy", key)
-    work.save_array(order_path, pairing_order(docs))
-    tasks = [BandTask(str(work.root), j, str(order_path), tuple(shingle_record["shards"]), params.max_bucket)
-             for j in range(upstream["params"]["bands"])]
-    results = runner.engine.map(band_candidates, tasks, desc="candidates", unit="band")
+    work.save_array(order_path, pairing_order(docs.catalog))
+    bands = upstream["params"]["bands"]
+    tasks = [BandTask(str(work.root), tuple(range(lo, min(lo + BANDS_PER_TASK, bands))), str(order_path),
+                      tuple(shingle_record["shards"]), params.max_bucket) for lo in range(0, bands, BANDS_PER_TASK)]
+    results = runner.engine.map(band_candidates, tasks, desc="candidates", sizes=[len(t.bands) for t in tasks],
+                                unit="band")
     pairs = lsh.unique_pairs(np.concatenate([p for p, _ in results] or [np.empty((0, 2), np.int64)]))
     large = [{"band": int(j), "anchor": int(a), "size": int(n)} for _, big in results for j, a, n in big.tolist()]
     work.save_array(work.output("candidates", "pairs.npy", key), pairs)
@@ -676,8 +641,9 @@ def _member(codes: np.ndarray, sorted_codes: np.ndarray) -> np.ndarray:
         if len(sorted_codes) else np.zeros(len(codes), bool)
 
 
-def _reusable(work: WorkDir, basis: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-    """The last verification's (checked pairs, accepted pairs, their scores) if it can be reused: same threshold
+def _reusable(work: WorkDir, basis: dict) -> tuple[np.ndarray, ...] | None:
+    """The last verification's (checked pairs, accepted pairs, their scores and set sizes) if it can be reused:
+    same threshold
     and signatures, and shards that are a prefix of today's (the shards are append-only, so a global number
     still means the same stored set)."""
     record = work.read_manifest()["stages"].get("verify")
@@ -688,7 +654,7 @@ def _reusable(work: WorkDir, basis: dict) -> tuple[np.ndarray, np.ndarray, np.nd
             or old["shards"] != basis["shards"][:len(old["shards"])]):
         return None
     return tuple(work.load_array(work.output("verify", name, record["key"]), "verify")
-                 for name in ("checked.npy", "pairs.npy", "scores.npy"))
+                 for name in ("checked.npy", "pairs.npy", "scores.npy", "sizes.npy"))
 
 
 def verify(runner: Runner, params: VerifyParams) -> dict:
@@ -707,13 +673,13 @@ def verify(runner: Runner, params: VerifyParams) -> dict:
     codes = _pair_codes(pairs)
     previous = _reusable(work, basis)
     if previous is not None:
-        checked, accepted, scores = previous
+        checked, accepted, scores, sizes = previous
         known = _member(codes, _pair_codes(checked))
         kept = _member(_pair_codes(accepted), codes)
-        accepted, scores = accepted[kept], scores[kept]
+        accepted, scores, sizes = accepted[kept], scores[kept], sizes[kept]
         todo = pairs[~known]
     else:
-        accepted, scores, todo = np.empty((0, 2), np.int64), np.empty((0, 2)), pairs
+        accepted, scores, sizes, todo = np.empty((0, 2), np.int64), np.empty((0, 2)), np.empty((0, 2), np.int64), pairs
     todo_path = work.output("verify", "todo.npy", key)
     work.save_array(todo_path, todo)
     n = len(todo)
@@ -732,16 +698,19 @@ def verify(runner: Runner, params: VerifyParams) -> dict:
     fresh_scores = np.stack([similarity[keep], estimate[keep]], axis=1) if len(keep) else np.empty((0, 2))
     fresh_sizes = np.stack([inter[keep], la[keep] + lb[keep] - inter[keep]], axis=1).astype(np.int64)
     accepted, scores = np.concatenate([accepted, todo[keep]]), np.concatenate([scores, fresh_scores])
+    sizes = np.concatenate([sizes, fresh_sizes])
     order = np.argsort(_pair_codes(accepted), kind="stable")
-    accepted, scores = accepted[order], scores[order]
-    out = _pair_records(work, shingle_record, accepted, scores, todo[keep], fresh_sizes)
+    accepted, scores, sizes = accepted[order], scores[order], sizes[order]
+    out = _pair_records(load_catalog(work, shingle_record).ids, accepted, scores, sizes)
     work.save_array(work.output("verify", "checked.npy", key), pairs)
     work.save_array(work.output("verify", "pairs.npy", key), accepted)
     work.save_array(work.output("verify", "scores.npy", key), scores)
+    work.save_array(work.output("verify", "sizes.npy", key), sizes)
     work.save_jsonl(work.output("verify", "pairs.jsonl", key), out)
     work.output("verify", "todo.npy", key).unlink()
     record = {"key": key, "params": asdict(params), "upstream": upstream["key"], "basis": basis,
-              "files": _files(work, "verify", key, "checked.npy", "pairs.npy", "scores.npy", "pairs.jsonl"),
+              "files": _files(work, "verify", key, "checked.npy", "pairs.npy", "scores.npy", "sizes.npy",
+                             "pairs.jsonl"),
               "stats": {"candidates": len(pairs), "checked": n, "pairs": len(out), "rejected": len(pairs) - len(out)}}
     work.record_stage("verify", record)
     reused = f" ({len(pairs) - n} known from the last run)" if len(pairs) > n else ""
@@ -749,23 +718,12 @@ def verify(runner: Runner, params: VerifyParams) -> dict:
     return record
 
 
-def _pair_records(work: WorkDir, shingle_record: dict, accepted: np.ndarray, scores: np.ndarray,
-                  fresh: np.ndarray, fresh_sizes: np.ndarray) -> list[dict]:
-    """The verified pairs with ids, scores and set sizes, best first (then by id): an order that does not depend
-    on how documents were numbered. Sizes of pairs known from an earlier run are read from their sets."""
-    sizes = np.empty((len(accepted), 2), np.int64)
-    if len(accepted):
-        at = np.searchsorted(_pair_codes(accepted), _pair_codes(fresh)) if len(fresh) else np.empty(0, np.int64)
-        sizes[at] = fresh_sizes
-        old = np.setdiff1d(np.arange(len(accepted)), at)
-        if len(old):
-            shingles = PartitionArrays(work, "shingle", ("values.npy", "offsets.npy"), shingle_record["shards"])
-            inter, la, lb = set_overlap(shingles, part_starts(shingle_record), accepted[old, 0], accepted[old, 1])
-            sizes[old] = np.stack([inter, la + lb - inter], axis=1)
-    docs = load_docs(work, shingle_record)
+def _pair_records(ids: list[str], accepted: np.ndarray, scores: np.ndarray, sizes: np.ndarray) -> list[dict]:
+    """The verified pairs with ids, scores and set sizes (|A ∩ B|, |A ∪ B|), best first, then by id: an order
+    that does not depend on how the documents were numbered."""
     out = []
     for (x, y), (similarity, estimate), (inter, union) in zip(accepted.tolist(), scores.tolist(), sizes.tolist()):
-        a, b = sorted((docs[x]["id"], docs[y]["id"]))
+        a, b = sorted((ids[x], ids[y]))
         out.append({"a": a, "b": b, "jaccard": similarity, "estimate": estimate, "intersection": inter,
                     "union": union})
     out.sort(key=lambda r: (-r["jaccard"], r["a"], r["b"]))
@@ -868,7 +826,8 @@ def new_documents(work: WorkDir) -> set[str]:
     reported."""
     record = require(work, "shingle")
     reported = work.read_manifest().get("reported", 0)
-    return {row["id"] for row in load_catalog(work, record) if row["live"] and row["added"] > reported}
+    catalog = load_catalog(work, record)
+    return {catalog.ids[n] for n in np.flatnonzero(catalog.live & (catalog["added"] > reported)).tolist()}
 
 
 def mark_reported(work: WorkDir) -> None:
@@ -903,8 +862,8 @@ def query(work: WorkDir, paths: list[str], stdin, threshold: float | None) -> tu
     if not records:
         return [], problems
     keys = lsh.band_keys(signatures(values, offsets, signature_params), bands, rows)
-    docs = load_catalog(work, shingle_record)
-    order = pairing_order(docs)
+    ids = load_catalog(work, shingle_record).ids
+    order = pairing_order(load_catalog(work, shingle_record))
     found = []
     starts = part_starts(shingle_record)
     index_keys = np.concatenate([work.load_array(work.part("band", n, "npy"), "band", mmap=True)[:]
@@ -917,7 +876,7 @@ def query(work: WorkDir, paths: list[str], stdin, threshold: float | None) -> tu
         at = np.concatenate([sorted_at[a:b] for a, b in zip(lo.tolist(), hi.tolist())] or [np.empty(0, np.int64)])
         found.append(np.stack([q, order[at]], axis=1))
     pairs = lsh.unique_pairs(np.concatenate(found))
-    pairs = pairs[[records[a]["id"] != docs[b]["id"] for a, b in pairs.tolist()]].reshape(-1, 2)
+    pairs = pairs[[records[a]["id"] != ids[b] for a, b in pairs.tolist()]].reshape(-1, 2)
     mine = [(values, offsets)]
     va, la = sets.gather_sets(mine, np.zeros(1, np.int64), pairs[:, 0])
     shingles = PartitionArrays(work, "shingle", ("values.npy", "offsets.npy"), shingle_record["shards"])
@@ -928,7 +887,7 @@ def query(work: WorkDir, paths: list[str], stdin, threshold: float | None) -> tu
     sig_b = sets.gather_rows(PartitionArrays(work, "signature", ("npy",), shingle_record["shards"]), starts,
                              pairs[:, 1])
     estimate = (sig_a == sig_b).mean(axis=1) if len(pairs) else np.empty(0)
-    out = [{"a": records[a]["id"], "b": docs[b]["id"], "jaccard": float(similarity[i]),
+    out = [{"a": records[a]["id"], "b": ids[b], "jaccard": float(similarity[i]),
             "estimate": float(estimate[i]), "intersection": int(inter[i]), "union": int(la[i] + lb[i] - inter[i])}
            for i, (a, b) in enumerate(pairs.tolist()) if similarity[i] >= threshold]
     out.sort(key=lambda r: (-r["jaccard"], r["a"], r["b"]))

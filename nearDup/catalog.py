@@ -1,0 +1,198 @@
+"""The catalog: which documents the stored shards hold now, and what a run must read to bring them up to date.
+
+One row per document of the listed shards, in global order, kept as columns (a 100,000-document index is loaded,
+matched against a fresh listing and saved again in a fraction of a second; per-row dicts took seconds). A row is
+live while its document exists unchanged; a deleted or changed document's row is dead (its shard is append-only,
+so the row stays until its shard holds no live row or the shards are rebuilt).
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+
+import numpy as np
+
+from . import corpus
+from .config import SourceParams
+
+TEXT = ("id", "sha", "item")
+NUMBERS = ("size", "mtime_ns", "inode", "shingles", "replaced", "added", "live")
+
+
+def item_digest(item: corpus.Item) -> str:
+    """A short digest of an item's fingerprint (path, size, mtime, inode, byte range): how a JSONL range is known
+    unchanged without reading it."""
+    text = "\0".join(map(str, item.fingerprint()))
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
+
+
+@dataclasses.dataclass
+class Catalog:
+    """columns: TEXT fields as list[str] (or as stored, UTF-8 bytes arrays, decoded when first used), NUMBERS
+    fields as int64 arrays."""
+
+    columns: dict
+
+    def __post_init__(self):
+        self.columns = dict(self.columns)
+
+    @classmethod
+    def empty(cls) -> "Catalog":
+        return cls({**{f: [] for f in TEXT}, **{f: np.empty(0, np.int64) for f in NUMBERS}})
+
+    @classmethod
+    def of_records(cls, records: list[dict], added: dict[tuple[str, str], int], run: int) -> "Catalog":
+        """Rows for a new shard's document records; `added` is the run a document (id, sha) was first indexed in,
+        if it was already (a rebuild keeps it), else this run."""
+        columns = {f: [r[f] for r in records] for f in TEXT}
+        columns.update({f: np.array([int(r.get(f, 0)) for r in records], np.int64)
+                        for f in ("size", "mtime_ns", "inode", "shingles", "replaced")})
+        columns["added"] = np.array([added.get((r["id"], r["sha"]), run) for r in records], np.int64)
+        columns["live"] = np.ones(len(records), np.int64)
+        return cls(columns)
+
+    def __len__(self) -> int:
+        return len(self.columns["live"])
+
+    @property
+    def ids(self) -> list[str]:
+        return self["id"]
+
+    @property
+    def live(self) -> np.ndarray:
+        return self.columns["live"].astype(bool)
+
+    def __getitem__(self, field: str):
+        column = self.columns[field]
+        if field in TEXT and not isinstance(column, list):
+            column = self.columns[field] = [v.decode("utf-8", "surrogatepass") for v in column.tolist()]
+        return column
+
+    def stored(self) -> dict:
+        """The columns to save: text as UTF-8 bytes arrays."""
+        return {f: (np.array([v.encode("utf-8", "surrogatepass") for v in c], dtype=np.bytes_)
+                    if isinstance(c, list) else c) for f, c in self.columns.items()}
+
+    def row(self, n: int) -> dict:
+        return {f: (self[f][n] if f in TEXT else int(self.columns[f][n])) for f in (*TEXT, *NUMBERS)}
+
+    def take(self, index: np.ndarray) -> "Catalog":
+        index = np.asarray(index, np.int64)
+        if len(index) == len(self) and np.array_equal(index, np.arange(len(self))):
+            return self
+        return Catalog({f: ([self[f][i] for i in index.tolist()] if f in TEXT else c[index])
+                        for f, c in self.columns.items()})
+
+    def concat(self, other: "Catalog") -> "Catalog":
+        if not len(other):
+            return self
+        return Catalog({f: (self[f] + other[f] if f in TEXT else np.concatenate([c, other.columns[f]]))
+                        for f, c in self.columns.items()})
+
+    def same(self, other: "Catalog") -> bool:
+        return all(self.columns[f] is other.columns[f] or
+                   ((self[f] == other[f]) if f in TEXT else np.array_equal(self.columns[f], other.columns[f]))
+                   for f in self.columns)
+
+    def fingerprint(self) -> str:
+        """A digest of every row: the shingle stage key changes when any id, stat, hash or liveness does."""
+        h = hashlib.blake2b(digest_size=16)
+        for f in TEXT:
+            h.update("\0".join(self[f]).encode("utf-8", "surrogatepass") + b"\1")
+        for f in NUMBERS:
+            h.update(np.ascontiguousarray(self.columns[f], np.int64).tobytes())
+        return h.hexdigest()
+
+    def summary(self) -> dict:
+        live = self.live
+        return {"docs": int(live.sum()), "bytes": int(self["size"][live].sum()),
+                "shingles": int(self["shingles"][live].sum()), "short": int((self["shingles"][live] == 0).sum()),
+                "replaced": int(self["replaced"][live].sum())}
+
+
+@dataclasses.dataclass
+class Plan:
+    """What a run must do: the stored rows updated (live or dead, renamed or touched), and the items to shingle
+    into new shards (with the ids wanted of each JSONL range, None for all)."""
+
+    catalog: Catalog
+    todo: list[tuple[corpus.Item, frozenset | None]]
+    renamed: int = 0
+    removed: int = 0
+
+
+def plan(stored: Catalog, items: list[corpus.Item], source: SourceParams) -> Plan:
+    """Match the listed items against the stored rows.
+
+    A file whose id, size, mtime and inode are unchanged keeps its row (a JSONL range: its fingerprint digest).
+    The rows of vanished or changed items are released; a changed item is then read for content hashes (only when
+    one could match: same id, or the size of a released file) and each of its documents claims a released row
+    with the same id and hash (touched, not changed), else one with the same hash (renamed). What is left is read
+    and shingled into new shards."""
+    ids, live = stored.ids, np.zeros(len(stored), bool)
+    was_live = stored.live
+    sizes, mtimes, inodes = (stored[f].tolist() for f in ("size", "mtime_ns", "inode"))
+    changed = []
+    if source.jsonl:
+        by_item: dict[str, list[int]] = {}
+        for n in np.flatnonzero(was_live).tolist():
+            by_item.setdefault(stored["item"][n], []).append(n)
+        for item in items:
+            rows = by_item.get(item_digest(item))
+            if rows:
+                live[rows] = True
+            else:
+                changed.append(item)
+    else:
+        by_id = {ids[n]: n for n in np.flatnonzero(was_live).tolist()}
+        for item in items:
+            n = by_id.get(item.id)
+            if n is not None and sizes[n] == item.size and mtimes[n] == item.mtime_ns and inodes[n] == item.inode:
+                live[n] = True
+            else:
+                changed.append(item)
+    released = np.flatnonzero(was_live & ~live).tolist()
+    result = Plan(stored, [])
+    found: list[tuple[corpus.Item, str, str]] = []  # (item, id, sha) of the documents of changed items
+    wanted: dict[str, set] = {}  # ids still to read, per item read for hashes
+    if released:
+        released_sizes = {sizes[n] for n in released}
+        released_ids = {ids[n]: n for n in released}
+        for item in changed:
+            if item.kind == "jsonl" or item.id in released_ids or item.size in released_sizes:
+                found.extend((item, doc_id, sha) for doc_id, sha in corpus.content_hashes(item, source))
+        by_sha: dict[str, list[int]] = {}
+        for n in released:
+            by_sha.setdefault(stored["sha"][n], []).append(n)
+        claimed: dict[str, int] = {}
+        for _, doc_id, sha in found:  # the same id with the same content first (touched), then renames, by id
+            n = released_ids.get(doc_id)
+            if n is not None and stored["sha"][n] == sha and not live[n]:
+                live[n], claimed[doc_id] = True, n
+        for _, doc_id, sha in sorted(found, key=lambda f: f[1]):
+            if doc_id not in claimed:
+                n = next((n for n in by_sha.get(sha, ()) if not live[n]), None)
+                if n is not None:
+                    live[n], claimed[doc_id] = True, n
+                    result.renamed += 1
+        if claimed:
+            columns = {f: (list(stored[f]) if f in TEXT else c.copy()) for f, c in stored.columns.items()}
+            for item, doc_id, _ in found:
+                n = claimed.get(doc_id)
+                if n is not None:
+                    columns["id"][n], columns["mtime_ns"][n], columns["inode"][n] = doc_id, item.mtime_ns, item.inode
+                    columns["item"][n] = item_digest(item)
+            result.catalog = Catalog(columns)
+        result.removed = int(len(released) - sum(live[n] for n in released))
+        for item, doc_id, _ in found:
+            if doc_id not in claimed:
+                wanted.setdefault(item.id, set()).add(doc_id)
+    read = {item.id for item, _, _ in found}
+    for item in changed:
+        if item.id not in read:
+            result.todo.append((item, None))
+        elif item.id in wanted:
+            result.todo.append((item, frozenset(wanted[item.id]) if item.kind == "jsonl" else None))
+    result.todo.sort(key=lambda t: (t[0].id, t[0].start))
+    result.catalog = Catalog({**result.catalog.columns, "live": live.astype(np.int64)})
+    return result
