@@ -68,10 +68,14 @@ class Catalog:
             column = self.columns[field] = [v.decode("utf-8", "surrogatepass") for v in column.tolist()]
         return column
 
+    def id_bytes(self) -> np.ndarray:
+        """The ids as a bytes array (UTF-8, surrogates kept): what numpy can sort and compare quickly."""
+        column = self.columns["id"]
+        return _encoded(column) if isinstance(column, list) else column
+
     def stored(self) -> dict:
         """The columns to save: text as UTF-8 bytes arrays."""
-        return {f: (np.array([v.encode("utf-8", "surrogatepass") for v in c], dtype=np.bytes_)
-                    if isinstance(c, list) else c) for f, c in self.columns.items()}
+        return {f: (_encoded(c) if isinstance(c, list) else c) for f, c in self.columns.items()}
 
     def row(self, n: int) -> dict:
         return {f: (self[f][n] if f in TEXT else int(self.columns[f][n])) for f in (*TEXT, *NUMBERS)}
@@ -108,6 +112,10 @@ class Catalog:
         return {"docs": int(live.sum()), "bytes": int(self["size"][live].sum()),
                 "shingles": int(self["shingles"][live].sum()), "short": int((self["shingles"][live] == 0).sum()),
                 "replaced": int(self["replaced"][live].sum())}
+
+
+def _encoded(texts: list[str]) -> np.ndarray:
+    return np.array([v.encode("utf-8", "surrogatepass") for v in texts], dtype=np.bytes_)
 
 
 @dataclasses.dataclass

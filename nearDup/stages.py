@@ -557,11 +557,11 @@ def band_candidates(task: BandTask) -> tuple[np.ndarray, np.ndarray]:
 
 def pairing_order(catalog: Catalog) -> np.ndarray:
     """Global numbers of the live documents with at least one shingle (an empty set has no similarity, so is
-    never a candidate), sorted by id."""
+    never a candidate), sorted by id (UTF-8 bytes sort in code point order, as Python sorts str)."""
     numbers = np.flatnonzero(catalog.live & (catalog["shingles"] > 0))
-    ids = [catalog.ids[n] for n in numbers.tolist()]
-    if any(ids[i] >= ids[i + 1] for i in range(len(ids) - 1)):  # appended shards: restore id order
-        numbers = numbers[sorted(range(len(ids)), key=ids.__getitem__)]
+    ids = catalog.id_bytes()[numbers]
+    if len(ids) > 1 and not (ids[1:] > ids[:-1]).all():  # appended shards: restore id order
+        numbers = numbers[np.argsort(ids, kind="stable")]
     return numbers.astype(np.int64)
 
 
