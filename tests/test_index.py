@@ -206,3 +206,36 @@ def test_a_killed_incremental_run_leaves_the_index_as_it_was(tmp_path):
     resumed = neardup(*args)
     assert resumed.returncode == 0, resumed.stderr
     assert resumed.stdout == timing.stdout
+
+
+def test_one_writer_at_a_time_and_queries_share_the_index(folder, tmp_path):
+    from nearDup.store import WorkDir
+
+    index = tmp_path / "index"
+    invoke("run", folder, "--index", index, *RUN)
+    probe = sorted(folder.iterdir())[0]
+    writer = WorkDir(index)
+    writer.lock()
+    try:
+        r = invoke("run", folder, "--index", index, *RUN)
+        assert r.exit_code == 2 and "in use by another nearDup run" in r.stderr
+        assert invoke("query", probe, "--index", index).exit_code == 2  # a query waits for no writer
+    finally:
+        writer.release()
+    reader = WorkDir(index)
+    reader.lock(shared=True)
+    try:
+        assert invoke("query", probe, "--index", index).exit_code == 0  # queries run side by side
+        assert invoke("run", folder, "--index", index, *RUN).exit_code == 2  # a writer waits for readers
+    finally:
+        reader.release()
+
+
+def test_inspect_shows_what_the_last_run_changed(folder, tmp_path):
+    index = tmp_path / "index"
+    invoke("run", folder, "--index", index, *RUN)
+    changes = change_files(folder, random.Random(9))
+    invoke("run", folder, "--index", index, *RUN, "-q")
+    out = invoke("-w", index, "inspect").stdout
+    assert (f"run 2: {len(changes['new'])} documents added, {len(changes['deleted']) + 3} removed, "
+            f"{len(changes['renamed'])} renamed") in out and "an index (parameters fixed)" in out
