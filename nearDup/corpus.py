@@ -245,8 +245,7 @@ def read_documents(items: list[Item], params: SourceParams, problems: dict) -> I
             yield _streamed(item)
             continue
         try:
-            with open(item.path, "rb") as f:
-                data = f.read()
+            data = _read_file(item.path, item.size)
         except FileNotFoundError:
             _problem(problems, "vanished", f"{item.id}: vanished before it could be read")
             continue
@@ -260,6 +259,23 @@ def read_documents(items: list[Item], params: SourceParams, problems: dict) -> I
         text, replaced = decoded
         sha = hashlib.blake2b(data, digest_size=16).hexdigest()
         yield Document(item.id, text, len(data), item.mtime_ns, sha, replaced)
+
+
+def _read_file(path: str, size: int) -> bytes:
+    """The whole file, in as few system calls as the listed size allows: open, read, close (open(...).read()
+    also makes two fstat, an ioctl, two lseek and a second read per file: 8 calls instead of 3, a fifth of the
+    reading time for 20,000 small files). Reads on until end of file if the file grew since it was listed."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    try:
+        data = os.read(fd, size + 1)
+        if len(data) <= size:  # a short read of a regular file is its end
+            return data
+        chunks = [data]
+        while chunk := os.read(fd, 1 << 20):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
 
 
 def _streamed(item: Item) -> Document:
