@@ -6,10 +6,9 @@ results are collected in task order.
 """
 from __future__ import annotations
 
-import concurrent.futures
 import functools
-import multiprocessing
 import sys
+import time
 from typing import Callable, Sequence
 
 from .config import default_jobs
@@ -22,23 +21,30 @@ class LocalEngine:
         keep_freed_memory()
 
     def map(self, fn: Callable, tasks: Sequence, desc: str = "", sizes: Sequence[int] | None = None,
-            unit: str = "part") -> list:
-        """[fn(t) for t in tasks], in parallel when jobs > 1; sizes (e.g. bytes per task) drive the progress bar."""
-        bar = _progress_bar(self.progress, desc, sizes, unit, len(tasks))
+            unit: str = "part", docs: Sequence[int] | None = None, nbytes: Sequence[int] | None = None) -> list:
+        """[fn(t) for t in tasks], in parallel when jobs > 1.
+
+        For the progress bar: sizes (per task, in `unit`) drive the bar; docs and nbytes (documents and text bytes
+        per task, where known) add documents/s and MB/s. A task whose documents are not known in advance may
+        return its number of documents (an int), which counts when it completes."""
+        bar = _progress_bar(self.progress, desc, sizes, unit, len(tasks), docs, nbytes)
         try:
             if self.jobs == 1 or len(tasks) <= 1:
                 results = []
                 for i, task in enumerate(tasks):
                     results.append(fn(task))
-                    bar.update(sizes[i] if sizes else 1)
+                    bar.done(i, results[-1])
                 return results
+            import concurrent.futures  # here: a one-job run does not pay for importing them
+            import multiprocessing
+
             ctx = multiprocessing.get_context("fork")
             with concurrent.futures.ProcessPoolExecutor(self.jobs, mp_context=ctx) as pool:
                 futures = [pool.submit(fn, task) for task in tasks]
                 index = {f: i for i, f in enumerate(futures)}
                 try:
                     for f in concurrent.futures.as_completed(futures):
-                        bar.update(sizes[index[f]] if sizes else 1)
+                        bar.done(index[f], f.result())
                     return [f.result() for f in futures]
                 except BaseException:
                     pool.shutdown(wait=False, cancel_futures=True)
@@ -72,18 +78,58 @@ def keep_freed_memory() -> None:
 
 
 class _NoBar:
-    def update(self, n: int) -> None:
+    def done(self, task: int, result) -> None:
         pass
 
     def close(self) -> None:
         pass
 
 
-def _progress_bar(enabled: bool, desc: str, sizes, unit: str, count: int):
+# tqdm's default line without its own rate, which would repeat one of ours ({postfix} begins with ", ")
+BAR_FORMAT = "{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}<{remaining}{postfix}]"
+
+
+class _Bar:
+    """A tqdm bar over the tasks' sizes whose postfix gives the documents/s and MB/s since the stage began.
+
+    Redrawn at every finished task (mininterval 0): tasks are whole partitions, at most a few thousand a stage, so
+    the rates show even when a stage takes less than tqdm's usual 0.1 s between redraws."""
+
+    def __init__(self, desc: str, sizes, unit: str, count: int, docs, nbytes):
+        from tqdm import tqdm
+
+        self.sizes, self.docs, self.nbytes = sizes, docs, nbytes
+        self.done_docs = self.done_bytes = 0
+        self.counts_docs = docs is not None
+        self.start = time.monotonic()
+        self.bar = tqdm(total=sum(sizes) if sizes else count, desc=desc, unit=unit, unit_scale=bool(sizes),
+                        file=sys.stderr, leave=False, mininterval=0, miniters=1, bar_format=BAR_FORMAT)
+
+    def done(self, task: int, result) -> None:
+        if self.docs is not None:
+            self.done_docs += self.docs[task]
+        elif isinstance(result, int) and not isinstance(result, bool):
+            self.done_docs += result
+            self.counts_docs = True
+        if self.nbytes is not None:
+            self.done_bytes += self.nbytes[task]
+        elapsed = max(time.monotonic() - self.start, 1e-9)
+        rates = []
+        if self.counts_docs:
+            rates.append(f"{self.done_docs / elapsed:,.0f} docs/s")
+        if self.nbytes is not None:
+            rates.append(f"{self.done_bytes / elapsed / 1e6:,.1f} MB/s")
+        step = self.sizes[task] if self.sizes else 1
+        if not rates:  # neither documents nor bytes (verify: candidate pairs): the bar's own unit
+            rates.append(f"{(self.bar.n + step) / elapsed:,.0f} {self.bar.unit}/s")
+        self.bar.set_postfix_str(", ".join(rates), refresh=False)
+        self.bar.update(step)
+
+    def close(self) -> None:
+        self.bar.close()
+
+
+def _progress_bar(enabled: bool, desc: str, sizes, unit: str, count: int, docs=None, nbytes=None):
     if not enabled or not count:
         return _NoBar()
-    from tqdm import tqdm
-
-    if sizes:
-        return tqdm(total=sum(sizes), desc=desc, unit=unit, unit_scale=True, file=sys.stderr, leave=False)
-    return tqdm(total=count, desc=desc, unit=unit, file=sys.stderr, leave=False)
+    return _Bar(desc, sizes, unit, count, docs, nbytes)

@@ -106,15 +106,16 @@ class PartitionArrays:
 
 
 def _map_partitions(runner: Runner, stage: str, fn, keys: list[str], files: tuple[str, ...], make_task,
-                    sizes=None, unit="part") -> int:
+                    sizes=None, unit="part", docs=None, nbytes=None) -> int:
     """Run fn over the partitions whose done marker is missing or stale; returns how many were reused."""
     work = runner.work
     todo = [i for i, key in enumerate(keys) if work.part_done(stage, i, key, files) is None]
     for i in todo:
         if work.part_done(stage, i, keys[i], ()) is not None:  # finished once, but a file was lost or cut
             runner.log(f"warning: {work.part(stage, i, '*')} has a missing or truncated file; recomputing it")
-    runner.engine.map(fn, [make_task(i) for i in todo], desc=stage,
-                      sizes=[sizes[i] for i in todo] if sizes else None, unit=unit)
+    pick = lambda per_part: [per_part[i] for i in todo] if per_part else None  # noqa: E731
+    runner.engine.map(fn, [make_task(i) for i in todo], desc=stage, sizes=pick(sizes), unit=unit, docs=pick(docs),
+                      nbytes=pick(nbytes))
     return len(keys) - len(todo)
 
 
@@ -132,8 +133,9 @@ class PartitionTask:
     source: SourceParams | None = None
 
 
-def shingle_partition(task: PartitionTask) -> None:
-    """Read, normalise, tokenise and shingle one partition; write its docs, values and offsets, then its marker."""
+def shingle_partition(task: PartitionTask) -> int:
+    """Read, normalise, tokenise and shingle one partition; write its docs, values and offsets, then its marker.
+    Returns the number of documents (for the progress bar)."""
     work = WorkDir(task.root)
     problems: dict = {}
     char_hasher = CodePointHasher()
@@ -174,6 +176,7 @@ def shingle_partition(task: PartitionTask) -> None:
         "docs": len(records), "bytes": sum(r["size"] for r in records), "shingles": int(len(values)),
         "short": sum(1 for r in records if r["shingles"] == 0),
         "replaced": sum(1 for r in records if r["replaced"]), **problems})
+    return len(records)
 
 
 def _streamed_shingles(pieces, params: ShingleParams, hash_tokens) -> np.ndarray:
@@ -222,10 +225,11 @@ def shingle(runner: Runner, args: list[str], source: SourceParams, params: Shing
         return record
     if params.unit == "word":
         word_characters()  # built once here, inherited by the forked workers
+    part_bytes = [sum(item.size for item in part) for part in parts]
     reused = _map_partitions(
         runner, "shingle", shingle_partition, keys, SHINGLE_FILES,
         lambda i: PartitionTask(str(work.root), i, keys[i], params, tuple(parts[i]), source),
-        sizes=[sum(item.size for item in part) for part in parts], unit="B")
+        sizes=part_bytes, unit="B", nbytes=part_bytes)
     dones = [work.part_done("shingle", i, k, SHINGLE_FILES) for i, k in enumerate(keys)]
     totals: dict = {"skipped": listing.skipped}
     for done in dones:
@@ -236,7 +240,7 @@ def shingle(runner: Runner, args: list[str], source: SourceParams, params: Shing
                 totals[name] = totals.get(name, 0) + value
     docs = [done["docs"] for done in dones]
     record = {"key": key, "params": asdict(params), "source": asdict(source), "inputs": inputs, "partitions": keys,
-              "docs": docs, "stats": totals}
+              "docs": docs, "bytes": [done["bytes"] for done in dones], "stats": totals}
     _check_documents(runner, record, params, args)
     work.record_stage("shingle", record)
     runner.log(f"shingle: {_shingle_summary(record)}" + (f"; {reused} of {len(keys)} partitions reused" if reused
@@ -333,7 +337,7 @@ def signature(runner: Runner, params: SignatureParams) -> dict:
                         np.stack(minhash.draw_affine_parameters(params.num_perm, params.seed)))
     reused = _map_partitions(runner, "signature", signature_partition, keys, ("npy",),
                              lambda i: PartitionTask(str(work.root), i, keys[i], params),
-                             sizes=upstream["docs"], unit="doc")
+                             sizes=upstream["docs"], unit="doc", docs=upstream["docs"], nbytes=upstream.get("bytes"))
     record = {"key": key, "params": asdict(params), "upstream": upstream["key"], "partitions": keys,
               "docs": upstream["docs"]}
     work.record_stage("signature", record)
@@ -383,7 +387,8 @@ def band(runner: Runner, threshold: float | None = None, bands: int | None = Non
         runner.log(f"band: up to date ({summary})")
         return record
     _map_partitions(runner, "band", band_partition, keys, ("npy",),
-                    lambda i: PartitionTask(str(work.root), i, keys[i], params), sizes=upstream["docs"], unit="doc")
+                    lambda i: PartitionTask(str(work.root), i, keys[i], params), sizes=upstream["docs"], unit="doc",
+                    docs=upstream["docs"], nbytes=require(work, "shingle").get("bytes"))
     record = {"key": key, "params": asdict(params), "upstream": upstream["key"], "partitions": keys}
     work.record_stage("band", record)
     runner.log(f"band: {summary}")
