@@ -124,6 +124,7 @@ def _walk(root: str, params: SourceParams, skipped: dict) -> Iterator[Item]:
     """Files below root, depth first; hidden entries and symlinks skipped unless asked; no loop can recur."""
     seen_dirs = {_dir_identity(root)}
     stack = [(root, "")]
+    filtered = bool(params.include or params.exclude)  # else every file is wanted: no pattern matching per file
     while stack:
         folder, rel_folder = stack.pop()
         try:
@@ -149,8 +150,8 @@ def _walk(root: str, params: SourceParams, skipped: dict) -> Iterator[Item]:
                     seen_dirs.add(ident)
                     stack.append((os.path.join(folder, entry.name), rel + "/"))
             elif stat.S_ISREG(st.st_mode):
-                if _wanted(rel, entry.name, params):
-                    path = os.path.join(folder, entry.name)
+                if not filtered or _wanted(rel, entry.name, params):
+                    path = entry.path  # os.path.join(folder, entry.name), already made by scandir
                     yield Item("file", path, path, st.st_size, st.st_mtime_ns)
                 else:
                     skipped["excluded"] += 1
