@@ -308,6 +308,21 @@ def load_docs(work: WorkDir, shingle_record: dict | None = None) -> list[dict]:
     return docs
 
 
+def doc_ids(work: WorkDir, shingle_record: dict, numbers: np.ndarray) -> dict[int, str]:
+    """{global document number: id} for the given numbers, reading only the partitions that hold them (not a
+    million records to name a few hundred pairs)."""
+    starts = part_starts(shingle_record)
+    numbers = np.unique(np.asarray(numbers, dtype=np.int64))
+    part = np.searchsorted(starts, numbers, side="right") - 1
+    ids = {}
+    for p in np.unique(part).tolist():
+        wanted = numbers[part == p].tolist()
+        records = work.load_jsonl_lines(work.part("shingle", p, "docs.jsonl"), "shingle",
+                                        [n - int(starts[p]) for n in wanted])
+        ids.update((n, record["id"]) for n, record in zip(wanted, records))
+    return ids
+
+
 # ---------------------------------------------------------------------------------------------- 2. signature
 
 def signature_partition(task: PartitionTask) -> None:
@@ -490,10 +505,10 @@ def verify(runner: Runner, params: VerifyParams) -> dict:
         estimate = np.empty(0)
     similarity = sets.jaccard(inter, la, lb)
     keep = np.flatnonzero(similarity >= params.threshold)
-    docs = load_docs(work, shingle_record)
+    ids = doc_ids(work, shingle_record, pairs[keep].ravel())
     out = []
     for p in keep.tolist():
-        a, b = docs[pairs[p, 0]]["id"], docs[pairs[p, 1]]["id"]
+        a, b = ids[int(pairs[p, 0])], ids[int(pairs[p, 1])]
         if b < a:
             a, b = b, a
         out.append({"a": a, "b": b, "jaccard": float(similarity[p]), "estimate": float(estimate[p]),

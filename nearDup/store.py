@@ -42,6 +42,8 @@ from . import __version__
 from .config import FORMAT
 from .errors import WorkDirError
 
+# json.dumps(record, ensure_ascii=False, sort_keys=True), without building an encoder for every record
+_JSONL_ENCODER = json.JSONEncoder(ensure_ascii=False, sort_keys=True)
 STAGES = ("shingle", "signature", "band", "candidates", "verify", "cluster")
 MANIFEST = "manifest.json"
 
@@ -145,7 +147,7 @@ class WorkDir:
     def save_jsonl(self, path: Path, records) -> None:
         with atomic_file(path, "w") as f:
             for record in records:
-                f.write(json.dumps(record, ensure_ascii=False, sort_keys=True) + "\n")
+                f.write(_JSONL_ENCODER.encode(record) + "\n")
 
     def load_jsonl(self, path: Path, stage: str) -> list[dict]:
         try:
@@ -154,6 +156,17 @@ class WorkDir:
         except FileNotFoundError:
             raise WorkDirError(f"{path}: missing; re-run the {stage} stage (or use --force)") from None
         except (ValueError, OSError):
+            raise WorkDirError(f"{path}: corrupt or truncated; re-run the {stage} stage (or use --force)") from None
+
+    def load_jsonl_lines(self, path: Path, stage: str, numbers: list[int]) -> list[dict]:
+        """The records on lines `numbers` (0-based) of a JSONL file, parsing only those lines."""
+        try:
+            with open(path, encoding="utf-8", errors="surrogatepass") as f:
+                lines = f.read().split("\n")
+            return [json.loads(lines[i]) for i in numbers]
+        except FileNotFoundError:
+            raise WorkDirError(f"{path}: missing; re-run the {stage} stage (or use --force)") from None
+        except (ValueError, OSError, IndexError):
             raise WorkDirError(f"{path}: corrupt or truncated; re-run the {stage} stage (or use --force)") from None
 
     def save_json(self, path: Path, obj) -> None:
