@@ -15,9 +15,14 @@ from .config import default_jobs
 
 
 class LocalEngine:
+    """Tasks inline (one job) or in forked worker processes, one pool for all the stages of a run: a pool per
+    stage forked and joined its workers up to five times a run, and the last partition of each stage kept one
+    worker waiting while the next stage's pool started."""
+
     def __init__(self, jobs: int | None = None, progress: bool = False):
         self.jobs = max(1, jobs or default_jobs())
         self.progress = progress
+        self._pool = None
         keep_freed_memory()
 
     def map(self, fn: Callable, tasks: Sequence, desc: str = "", sizes: Sequence[int] | None = None,
@@ -35,22 +40,37 @@ class LocalEngine:
                     results.append(fn(task))
                     bar.done(i, results[-1])
                 return results
-            import concurrent.futures  # here: a one-job run does not pay for importing them
+            import concurrent.futures
+
+            pool = self._workers()
+            futures = [pool.submit(fn, task) for task in tasks]
+            index = {f: i for i, f in enumerate(futures)}
+            try:
+                for f in concurrent.futures.as_completed(futures):
+                    bar.done(index[f], f.result())
+                return [f.result() for f in futures]
+            except BaseException:
+                self.close(cancel=True)
+                raise
+        finally:
+            bar.close()
+
+    def _workers(self):
+        """The run's process pool, forked when first needed (after listing, so workers inherit the tables built
+        by then). concurrent.futures and multiprocessing are imported only here: a one-job run does not pay."""
+        if self._pool is None:
+            import concurrent.futures
             import multiprocessing
 
             ctx = multiprocessing.get_context("fork")
-            with concurrent.futures.ProcessPoolExecutor(self.jobs, mp_context=ctx) as pool:
-                futures = [pool.submit(fn, task) for task in tasks]
-                index = {f: i for i, f in enumerate(futures)}
-                try:
-                    for f in concurrent.futures.as_completed(futures):
-                        bar.done(index[f], f.result())
-                    return [f.result() for f in futures]
-                except BaseException:
-                    pool.shutdown(wait=False, cancel_futures=True)
-                    raise
-        finally:
-            bar.close()
+            self._pool = concurrent.futures.ProcessPoolExecutor(self.jobs, mp_context=ctx)
+        return self._pool
+
+    def close(self, cancel: bool = False) -> None:
+        """Stop the workers (at exit concurrent.futures stops them anyway); cancel: drop queued tasks, no wait."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=not cancel, cancel_futures=cancel)
+            self._pool = None
 
 
 MMAP_THRESHOLD = 32 << 20  # glibc's largest: blocks below it come from the heap, where freed memory is reused
