@@ -142,7 +142,7 @@ def shingle_partition(task: PartitionTask) -> int:
 
     def token_hashes(texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
         if task.params.unit == "word":
-            return word_hashes(texts)[:2]
+            return word_hashes(texts, positions=False)[:2]
         hashed = [char_hasher.hash_text(t) for t in texts]
         return (np.concatenate(hashed) if hashed else np.empty(0, np.uint32)), np.array([len(h) for h in hashed])
 

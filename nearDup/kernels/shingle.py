@@ -62,27 +62,27 @@ def _powers(base: int, n: int) -> np.ndarray:
 BATCH_CODE_POINTS = 1 << 18  # texts are hashed in batches this large: arrays stay in cache, memory stays small
 
 
-def word_hashes(texts: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def word_hashes(texts: list[str], positions: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     """The words (maximal runs of \\w) of each text: (hashes uint32 (T,), words per text (n,), (starts, ends) of
     each word in the texts joined by NUL). Equal words get equal hashes; a word's hash is
     fmix64(sum_i c_i P^i + len * C) >> 32 over its code points c_0 .. c_{len-1}.
 
     Texts of code points below 256 and the others are hashed in separate batches (a narrow batch takes one byte
     per code point; one wide character would make its whole batch four), then put back in order; the results do
-    not depend on it."""
+    not depend on it. positions=False: None instead of the positions (shingling needs only the hashes)."""
     narrow = np.fromiter(map(_is_narrow, texts), dtype=bool, count=len(texts))
     if narrow.all() or not narrow.any():
-        return _batched_word_hashes(texts)
+        return _batched_word_hashes(texts, positions)
     lengths = np.fromiter(map(len, texts), dtype=np.int64, count=len(texts)) + 1  # with the NUL after each
     text_start = np.r_[0, np.cumsum(lengths)]  # where each text starts in the texts joined by NUL
     groups = [np.flatnonzero(~narrow), np.flatnonzero(narrow)]  # indexed by kind: 0 wide, 1 narrow
-    results = [_batched_word_hashes([texts[i] for i in g.tolist()]) for g in groups]
+    results = [_batched_word_hashes([texts[i] for i in g.tolist()], positions) for g in groups]
     # Put back in order run by run (a run: consecutive texts of one kind, consecutive in their group too).
     group_text_start = [np.r_[0, np.cumsum(lengths[g])] for g in groups]
     group_word_start = [np.r_[0, np.cumsum(c)] for _, c, _ in results]
     cuts = [0, *(np.flatnonzero(narrow[1:] != narrow[:-1]) + 1).tolist(), len(texts)]
     seen = [0, 0]  # texts of each kind before the run
-    hashes, counts, positions = [], [], []
+    hashes, counts, where = [], [], []
     for lo, hi in zip(cuts[:-1], cuts[1:]):
         kind = int(narrow[lo])
         ga, gb = seen[kind], seen[kind] + hi - lo
@@ -90,9 +90,10 @@ def word_hashes(texts: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         wa, wb = group_word_start[kind][ga], group_word_start[kind][gb]
         hashes.append(h[wa:wb])
         counts.append(c[ga:gb])
-        positions.append(pos[:, wa:wb] + (text_start[lo] - group_text_start[kind][ga]))
+        if positions:
+            where.append(pos[:, wa:wb] + (text_start[lo] - group_text_start[kind][ga]))
         seen[kind] = gb
-    return np.concatenate(hashes), np.concatenate(counts), np.concatenate(positions, axis=1)
+    return np.concatenate(hashes), np.concatenate(counts), np.concatenate(where, axis=1) if positions else None
 
 
 def _is_narrow(text: str) -> bool:
@@ -106,22 +107,22 @@ def _is_narrow(text: str) -> bool:
     return True
 
 
-def _batched_word_hashes(texts: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _batched_word_hashes(texts: list[str], positions: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     """word_hashes of texts joined in batches of about BATCH_CODE_POINTS."""
     results, batch, size, offset = [], [], 0, 0
     for text in [*texts, None]:
         if batch and (text is None or size + len(text) > BATCH_CODE_POINTS):
-            hashes, counts, positions = _word_hashes(batch)
-            results.append((hashes, counts, positions + offset))
+            hashes, counts, where = _word_hashes(batch, positions)
+            results.append((hashes, counts, where + offset if positions else None))
             offset += size
             batch, size = [], 0
         if text is not None:
             batch.append(text)
             size += len(text) + 1
     if not results:
-        return np.empty(0, np.uint32), np.zeros(len(texts), np.int64), np.empty((2, 0), np.int64)
-    hashes, counts, positions = zip(*results)
-    return np.concatenate(hashes), np.concatenate(counts), np.concatenate(positions, axis=1)
+        return np.empty(0, np.uint32), np.zeros(len(texts), np.int64), (np.empty((2, 0), np.int64) if positions else None)
+    hashes, counts, where = zip(*results)
+    return np.concatenate(hashes), np.concatenate(counts), np.concatenate(where, axis=1) if positions else None
 
 
 @functools.cache
@@ -130,7 +131,7 @@ def _latin1_word_bytes() -> bytes:
     return word_characters()[:256].astype(np.uint8).tobytes()
 
 
-def _word_hashes(texts: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _word_hashes(texts: list[str], positions: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     # NUL is not a word character: no word spans two texts; the NULs around the whole make every word's start
     # and end a change between neighbours.
     joined = "\0" + "\0".join(texts) + "\0"
@@ -163,7 +164,7 @@ def _word_hashes(texts: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     bounds = np.zeros(len(texts) + 1, np.int64)
     np.cumsum([len(t) + 1 for t in texts], out=bounds[1:])
     counts = np.diff(np.searchsorted(starts, bounds))
-    return hashes, counts, np.stack([starts, ends])
+    return hashes, counts, np.stack([starts, ends]) if positions else None
 
 
 class CodePointHasher:
@@ -237,13 +238,15 @@ def csr_sets(doc_index: np.ndarray, hashes: np.ndarray, n_docs: int) -> tuple[np
     starts = np.cumsum(counts) - counts
     unique = np.zeros(n_docs, np.int64)
     rows_of_class = []
+    padded = np.append(hashes, np.uint32(0xFFFFFFFF))  # index len(hashes) reads the padding
     for docs, width in _width_classes(counts):
-        c = counts[docs]
-        rows = np.full((len(docs), width), 0xFFFFFFFF, dtype=np.uint32)
-        rows.reshape(-1)[sets.ranges(np.arange(len(docs), dtype=np.int64) * width, c)] = hashes[
-            sets.ranges(starts[docs], c)]
+        column = np.arange(width)
+        pad = column >= counts[docs][:, None]
+        source = starts[docs][:, None] + column  # row i: document docs[i]'s hashes, then padding
+        source[pad] = len(hashes)
+        rows = padded[source]
         rows.sort(axis=1)
-        keep = np.arange(width) < c[:, None]
+        keep = ~pad
         keep[:, 1:] &= rows[:, 1:] != rows[:, :-1]
         unique[docs] = keep.sum(axis=1)
         rows_of_class.append((docs, rows[keep]))
