@@ -201,7 +201,8 @@ def kgram_hashes(token_hashes: np.ndarray, doc_lengths: np.ndarray, k: int) -> t
     per_doc = np.maximum(doc_lengths - (k - 1), 0)
     first = np.cumsum(doc_lengths) - doc_lengths
     inside = sets.ranges(first, per_doc)
-    h = combine((token_hashes[j:j + windows] for j in range(k)), KGRAM_SEED)
+    wide = np.asarray(token_hashes).astype(U64)  # widened once, not once per column
+    h = combine((wide[j:j + windows] for j in range(k)), KGRAM_SEED)
     h >>= U64(32)
     return np.repeat(np.arange(len(doc_lengths), dtype=np.int64), per_doc), h[inside].astype(np.uint32)
 
