@@ -15,6 +15,7 @@ import argparse
 import datetime
 import importlib.metadata
 import json
+import math
 import os
 import platform
 import shlex
@@ -266,6 +267,9 @@ def write_report(path: str, args, corpora: list[dict], results: dict, started: f
              "--jobs 2 speedup is only meaningful where others' load (CPU the rest of the machine used during the "
              "nearDup runs, in cores) is near 0: at ~1.0 another session kept one of the 2 cores busy.\n")
 
+    L.extend(_growth_table(corpora, results))
+    L.extend(_seeds_table())
+
     # per corpus tables
     for c in corpora:
         m = c["meta"]
@@ -306,6 +310,50 @@ def write_report(path: str, args, corpora: list[dict], results: dict, started: f
             L.extend(_injected_table(inj, results[c["name"]], c["tools"]))
     with open(path, "w") as f:
         f.write("\n".join(L) + "\n")
+
+
+def _growth_table(corpora: list[dict], results: dict) -> list[str]:
+    """Time, memory and candidates of nearDup at each scale corpus size, with the growth exponent between
+    consecutive sizes: log(CPU_2 / CPU_1) / log(n_2 / n_1), 1.0 being linear growth."""
+    rows = [c for c in corpora if c["meta"]["kind"] == "scale" and ("neardup", 1) in results.get(c["name"], {})]
+    if len(rows) < 2:
+        return []
+    L = ["## Growth with the number of documents (scale corpora, nearDup end to end)\n",
+         "| corpus | documents | MB | -j1 CPU s | -j1 wall s | -j2 wall s | CPU µs per document | growth exponent "
+         "of CPU s | peak RSS MB -j1 / -j2 | candidates | verified pairs | recall |",
+         "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    previous = None
+    for c in sorted(rows, key=lambda c: c["meta"]["docs"]):
+        n1, n2 = results[c["name"]][("neardup", 1)], results[c["name"]].get(("neardup", 2))
+        docs = c["meta"]["docs"]
+        exponent = (f"{math.log(n1['cpu_s'] / previous[1]) / math.log(docs / previous[0]):.2f}"
+                    if previous else "-")
+        L.append(f"| {c['name']} | {docs:,} | {c['meta']['bytes'] / 1e6:.1f} | {_f(n1['cpu_s'])} | "
+                 f"{_f(n1['wall_s'])} | {_f(n2['wall_s']) if n2 else '-'} | {n1['cpu_s'] / docs * 1e6:.0f} | "
+                 f"{exponent} | {_f(n1['peak_rss_mb'], 0)} / {_f(n2['peak_rss_mb'], 0) if n2 else '-'} | "
+                 f"{n1['candidates']} | {n1['pairs']} | {_f(n1['recall'], 4)} |")
+        previous = (docs, n1["cpu_s"])
+    L.append("")
+    return L
+
+
+def _seeds_table() -> list[str]:
+    """Recall over seeds from bench/seeds.py (bench/out/seeds.json), if it has been run."""
+    path = os.path.join(OUT, "seeds.json")
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        data = json.load(f)
+    L = [f"## Recall over seeds (corpus `{data['corpus']}`, {data['truth_pairs']} ground-truth pairs; "
+         f"`python bench/seeds.py`)\n",
+         "One seed's recall is noisy at b = 9, r = 13 (a pair of J = 0.82 becomes a candidate with probability ~0.5), "
+         "so each tool ran with the same seeds at the same b and r; recall of the verified pairs:\n",
+         "| tool | mean recall | std dev | min - max | seeds |", "|---|---|---|---|---|"]
+    for tool, t in data["tools"].items():
+        L.append(f"| {tool} | {t['mean']:.4f} | {t['stdev']:.4f} | {t['min']:.4f} - {t['max']:.4f} | "
+                 f"{len(t['seeds'])} ({', '.join(map(str, t['seeds']))}) |")
+    L.append("")
+    return L
 
 
 def _corpus_blurb(c: dict) -> str:

@@ -192,8 +192,10 @@ class App:
                 work.begin()  # committed once the results are reported: an interrupted run changes nothing
                 work.set(index=True)
             progress = self.progress if self.progress is not None else sys.stderr.isatty() and not self.quiet
-            self.runner = stages.Runner(work, LocalEngine(self.jobs or default_jobs(), progress),
-                                        (lambda message: None) if self.quiet else _log)
+            engine = LocalEngine(self.jobs or default_jobs(), progress)
+            # runs before work.release (LIFO): forked workers share the lock's file description
+            click.get_current_context().find_root().call_on_close(engine.close)
+            self.runner = stages.Runner(work, engine, (lambda message: None) if self.quiet else _log)
             ctx = click.get_current_context()
             self.start_output({k: v for k, v in ctx.params.items()  # where and how work is done never shows
                                if v not in (None, (), False) and k not in ("partition_docs", "index", "rebuild")})

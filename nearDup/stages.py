@@ -111,17 +111,18 @@ class PartitionArrays:
 
 
 def _map_partitions(runner: Runner, stage: str, fn, shards: list[int], keys: list[str], files: tuple[str, ...],
-                    make_task, sizes=None, unit="part") -> int:
+                    make_task, sizes=None, unit="part", docs=None, nbytes=None) -> int:
     """Run fn over the shards whose done marker is missing or stale (make_task(i) for the i-th listed shard);
-    returns how many were reused."""
+    returns how many were reused. docs and nbytes per shard feed the progress bar's rates."""
     work = runner.work
     todo = [i for i, (n, key) in enumerate(zip(shards, keys)) if work.part_done(stage, n, key, files) is None]
     for i in todo:
         if work.part_done(stage, shards[i], keys[i], ()) is not None:  # finished once, but a file was lost or cut
             runner.log(f"warning: {work.part(stage, shards[i], '*')} has a missing or truncated file; "
                        f"recomputing it")
-    runner.engine.map(fn, [make_task(i) for i in todo], desc=stage,
-                      sizes=[sizes[i] for i in todo] if sizes else None, unit=unit)
+    pick = lambda per_part: [per_part[i] for i in todo] if per_part else None  # noqa: E731
+    runner.engine.map(fn, [make_task(i) for i in todo], desc=stage, sizes=pick(sizes), unit=unit, docs=pick(docs),
+                      nbytes=pick(nbytes))
     return len(keys) - len(todo)
 
 
@@ -147,7 +148,7 @@ def shingle_documents(documents, params: ShingleParams, problems: dict) -> tuple
 
     def token_hashes(texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
         if params.unit == "word":
-            return word_hashes(texts)[:2]
+            return word_hashes(texts, positions=False)[:2]
         hashed = [char_hasher.hash_text(t) for t in texts]
         return (np.concatenate(hashed) if hashed else np.empty(0, np.uint32)), np.array([len(h) for h in hashed])
 
@@ -177,8 +178,9 @@ def shingle_documents(documents, params: ShingleParams, problems: dict) -> tuple
     return records, values, offsets
 
 
-def shingle_partition(task: PartitionTask) -> None:
-    """Read, normalise, tokenise and shingle one partition; write its docs, values and offsets, then its marker."""
+def shingle_partition(task: PartitionTask) -> int:
+    """Read, normalise, tokenise and shingle one partition; write its docs, values and offsets, then its marker.
+    Returns the number of documents (for the progress bar)."""
     work = WorkDir(task.root)
     problems: dict = {}
 
@@ -195,6 +197,7 @@ def shingle_partition(task: PartitionTask) -> None:
     work.save_array(work.part("shingle", task.index, "offsets.npy"), offsets)
     work.mark_part_done("shingle", task.index, task.key, suffixes=SHINGLE_FILES, stats={
         "docs": len(records), "bytes": sum(r["size"] for r in records), **problems})
+    return len(records)
 
 
 def _streamed_shingles(pieces, params: ShingleParams, hash_tokens) -> np.ndarray:
@@ -256,12 +259,12 @@ def shingle(runner: Runner, args: list[str], source: SourceParams, params: Shing
                    for n in np.flatnonzero(stored.live).tolist()}
         if base is not None:  # planned against the stored rows: plan again from nothing
             base, todo = None, plan(Catalog.empty(), listing.items, source)
-    shards, counts, keys, kept = [], [], [], []
+    shards, counts, keys, kept, shard_bytes = [], [], [], [], []
     if base is not None:  # keep the shards that still hold a live document (numbers shift past a dropped one)
         start, live_rows = 0, todo.catalog.live
-        for n, count, shard_key in zip(base["shards"], base["docs"], base["partitions"]):
+        for n, count, shard_key, size in zip(base["shards"], base["docs"], base["partitions"], base["bytes"]):
             if live_rows[start:start + count].any():
-                shards.append(n), counts.append(count), keys.append(shard_key)
+                shards.append(n), counts.append(count), keys.append(shard_key), shard_bytes.append(size)
                 kept.append(np.arange(start, start + count))
             start += count
     catalog = todo.catalog.take(np.concatenate(kept)) if kept else Catalog.empty()
@@ -278,11 +281,12 @@ def shingle(runner: Runner, args: list[str], source: SourceParams, params: Shing
         tasks_only.append(restriction)
     if params.unit == "word" and parts:
         word_characters()  # built once here, inherited by the forked workers
+    part_bytes = [sum(item.size for item in part) for part in parts]
     reused = _map_partitions(
         runner, "shingle", shingle_partition, new_shards, new_keys, SHINGLE_FILES,
         lambda i: PartitionTask(str(work.root), new_shards[i], new_keys[i], params, tuple(parts[i]), source,
                                 tasks_only[i]),
-        sizes=[sum(item.size for item in part) for part in parts], unit="B")
+        sizes=part_bytes, unit="B", nbytes=part_bytes)
     totals: dict = {"skipped": listing.skipped}
     for n, key in zip(new_shards, new_keys):
         done = work.part_done("shingle", n, key, SHINGLE_FILES)
@@ -294,13 +298,14 @@ def shingle(runner: Runner, args: list[str], source: SourceParams, params: Shing
         shard_docs = work.load_jsonl(work.part("shingle", n, "docs.jsonl"), "shingle")
         catalog = catalog.concat(Catalog.of_records(shard_docs, carried, run))
         counts.append(len(shard_docs))
+        shard_bytes.append(done["bytes"])
     shards, keys = [*shards, *new_shards], [*keys, *new_keys]
     totals.update(catalog.summary(), added=int(((catalog["added"] == run) & catalog.live).sum()),
                   removed=todo.removed, renamed=todo.renamed)
     key = digest("shingle", keys, inputs, catalog.fingerprint())
     work.save_table(work.output("shingle", CATALOG, key), catalog.stored())
     record = {"key": key, "params": asdict(params), "source": asdict(source), "content": content,
-              "inputs": inputs, "partitions": keys, "shards": shards, "docs": counts, "run": run,
+              "inputs": inputs, "partitions": keys, "shards": shards, "docs": counts, "bytes": shard_bytes, "run": run,
               "next_shard": next_shard + len(parts), "files": _files(work, "shingle", key, CATALOG),
               "stats": totals}
     _check_documents(runner, record, params, args)
@@ -453,7 +458,7 @@ def signature(runner: Runner, params: SignatureParams) -> dict:
         return record
     reused = _map_partitions(runner, "signature", signature_partition, shards, keys, ("npy",),
                              lambda i: PartitionTask(str(work.root), shards[i], keys[i], params),
-                             sizes=upstream["docs"], unit="doc")
+                             sizes=upstream["docs"], unit="doc", docs=upstream["docs"], nbytes=upstream.get("bytes"))
     record = {"key": key, "params": asdict(params), "upstream": upstream["key"], "partitions": keys,
               "shards": shards, "next_shard": upstream["next_shard"], "docs": upstream["docs"]}
     work.record_stage("signature", record)
@@ -505,7 +510,7 @@ def band(runner: Runner, threshold: float | None = None, bands: int | None = Non
         return record
     _map_partitions(runner, "band", band_partition, shards, keys, ("npy",),
                     lambda i: PartitionTask(str(work.root), shards[i], keys[i], params), sizes=upstream["docs"],
-                    unit="doc")
+                    unit="doc", docs=upstream["docs"], nbytes=require(work, "shingle").get("bytes"))
     record = {"key": key, "params": asdict(params), "upstream": upstream["key"], "partitions": keys,
               "shards": shards, "next_shard": upstream["next_shard"]}
     work.record_stage("band", record)

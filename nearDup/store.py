@@ -49,6 +49,8 @@ from . import __version__
 from .config import FORMAT
 from .errors import WorkDirError
 
+# json.dumps(record, ensure_ascii=False, sort_keys=True), without building an encoder for every record
+_JSONL_ENCODER = json.JSONEncoder(ensure_ascii=False, sort_keys=True)
 STAGES = ("shingle", "signature", "band", "candidates", "verify", "cluster")
 MANIFEST = "manifest.json"
 
@@ -223,7 +225,7 @@ class WorkDir:
     def save_jsonl(self, path: Path, records) -> None:
         with atomic_file(path, "w") as f:
             for record in records:
-                f.write(json.dumps(record, ensure_ascii=False, sort_keys=True) + "\n")
+                f.write(_JSONL_ENCODER.encode(record) + "\n")
 
     def load_jsonl(self, path: Path, stage: str) -> list[dict]:
         try:

@@ -74,14 +74,20 @@ def refuse_open(monkeypatch, suffix: str, error: OSError) -> None:
     """Make nearDup's reader fail on files ending with suffix (states root cannot stage: CI runs as root)."""
     from nearDup import corpus as reader
 
-    real_open = open
+    real_open, real_read_file = open, reader._read_file
 
     def refusing_open(path, *args, **kwargs):
         if str(path).endswith(suffix):
             raise error
         return real_open(path, *args, **kwargs)
 
+    def refusing_read_file(path, *args, **kwargs):  # small files are read with os.open/os.read
+        if str(path).endswith(suffix):
+            raise error
+        return real_read_file(path, *args, **kwargs)
+
     monkeypatch.setattr(reader, "open", refusing_open, raising=False)
+    monkeypatch.setattr(reader, "_read_file", refusing_read_file)
 
 
 @pytest.fixture(scope="session")

@@ -136,6 +136,31 @@ def test_csr_sets_matches_python_sets():
         assert values[offsets[d]:offsets[d + 1]].tolist() == sorted(set(h[doc == d].tolist()))
 
 
+def test_word_hashes_do_not_depend_on_the_batching():
+    """Narrow (code points < 256) and wide texts are hashed in separate batches, then put back in order."""
+    import re
+
+    texts = ["plain ascii words", "café naïve", "wide 中文 Ωmega", "", "more plain", "x\u2019s é", "last one"] * 3
+    hashes, counts, (starts, ends) = word_hashes(texts)
+    joined = "\0".join(texts)
+    assert [joined[a:b] for a, b in zip(starts.tolist(), ends.tolist())] == re.findall(r"\w+", joined)
+    alone = [word_hashes([t])[0] for t in texts]
+    assert hashes.tolist() == np.concatenate(alone).tolist()
+    assert counts.tolist() == [len(h) for h in alone]
+
+
+def test_csr_sets_any_order_and_the_largest_hash():
+    """Documents in any order, of very different sizes; 0xFFFFFFFF (the row padding) as a real value."""
+    rng = np.random.default_rng(3)
+    doc = np.r_[rng.integers(0, 20, 5000), np.full(3000, 7), [19, 19]]
+    h = rng.integers(0, 2**32, len(doc), dtype=np.uint64).astype(np.uint32)
+    h[::7] = 0xFFFFFFFF
+    h[::5] = 3
+    values, offsets = csr_sets(doc, h, 21)
+    for d in range(21):
+        assert values[offsets[d]:offsets[d + 1]].tolist() == sorted(set(h[doc == d].tolist()))
+
+
 def test_kgram_hashes_never_cross_documents_and_are_order_sensitive():
     th = np.array([1, 2, 3, 4, 5, 6], dtype=np.uint32)
     doc, h = kgram_hashes(th, np.array([2, 1, 3]), 2)  # docs [1,2], [3], [4,5,6]

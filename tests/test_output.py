@@ -187,6 +187,19 @@ def test_unreadable_file_warns_and_exits_2_with_results(docs, tmp_path, monkeypa
     assert "warning: " in r.stderr and "locked.txt: cannot read (Permission denied)" in r.stderr
 
 
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_progress_shows_documents_and_megabytes_per_second(docs, tmp_path, jobs):
+    """Forced on (stderr is not a terminal here): the shingle, signature and band bars give both rates."""
+    import re
+
+    r = neardup("-w", tmp_path / "w", "run", docs, "--progress", "--jobs", jobs)
+    assert r.returncode == 0
+    err = r.stderr.decode()
+    for stage in ("shingle", "signature", "band"):
+        shown = [line for line in re.split(r"[\r\n]", err) if line.startswith(f"{stage}:") and "|" in line]
+        assert any(re.search(r"[\d,]+ docs/s, [\d,.]+ MB/s", line) for line in shown), (stage, shown)
+
+
 def test_broken_pipe_ends_quietly(docs, tmp_path):
     r = subprocess.run(f"{sys.executable} -m nearDup -w {tmp_path / 'w'} run {docs} -t 0.3 --print uniques --hidden "
                        f"| head -1", shell=True, capture_output=True)

@@ -19,18 +19,23 @@ _F32_2 = U32(0xC2B2AE35)
 COMBINE_MULT = U64(0x9E3779B97F4A7C15)
 
 
-def fmix64(x: np.ndarray) -> np.ndarray:
+def fmix64(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """MurmurHash3's 64-bit finaliser, a bijection on [0, 2^64) with full avalanche.
 
     h ^= h >> 33; h *= 0xff51afd7ed558ccd; h ^= h >> 33; h *= 0xc4ceb9fe1a85ec53; h ^= h >> 33.
+    out: a uint64 array of x's shape to compute in (x itself to overwrite it); default a new array.
     """
-    x = np.asarray(x, dtype=U64).copy()
-    x ^= x >> U64(33)
-    x *= _F64_1
-    x ^= x >> U64(33)
-    x *= _F64_2
-    x ^= x >> U64(33)
-    return x
+    if out is None:
+        out = np.array(x, dtype=U64)
+    elif out is not x:
+        out[...] = x
+    shifted = np.empty_like(out)  # one scratch array instead of a temporary per step
+    for mult in (_F64_1, _F64_2, None):
+        np.right_shift(out, U64(33), out=shifted)
+        out ^= shifted
+        if mult is not None:
+            out *= mult
+    return out
 
 
 def fmix32(x: np.ndarray) -> np.ndarray:
@@ -52,12 +57,19 @@ def combine(columns, seed: int) -> np.ndarray:
 
     acc_0 = seed; acc_{j+1} = (acc_j XOR c_j) * C mod 2^64; result = fmix64(acc_k).
     Order-sensitive (the k-gram "a b" differs from "b a"); used for word k-grams and LSH band keys.
+    Computed in one accumulator, in place.
     """
     acc = None
     for col in columns:
-        col = np.asarray(col).astype(U64, copy=False)
-        acc = (np.full(col.shape, seed, dtype=U64) if acc is None else acc) ^ col
+        col = np.asarray(col)
+        if col.dtype.kind != "u":  # XOR with a signed array has no integer result type in numpy
+            col = col.astype(U64)
+        if acc is None:
+            acc = col.astype(U64)  # a copy
+            acc ^= U64(seed)
+        else:
+            acc ^= col
         acc *= COMBINE_MULT
     if acc is None:
         raise ValueError("combine needs at least one column")
-    return fmix64(acc)
+    return fmix64(acc, out=acc)

@@ -68,7 +68,10 @@ def oph_signatures(values: np.ndarray, offsets: np.ndarray, num_perm: int, seed:
     if not len(values):
         return sig
     pv = permute32(values, seed)
-    bins = ((pv.astype(U64) * U64(num_perm)) >> U64(32)).astype(np.intp)
+    if num_perm > 1 and num_perm & (num_perm - 1) == 0:  # a power of two (the default): floor(pv m / 2^32) is a shift
+        bins = (pv >> U32(32 - num_perm.bit_length() + 1)).astype(np.intp)
+    else:
+        bins = ((pv.astype(U64) * U64(num_perm)) >> U64(32)).astype(np.intp)
     doc = np.repeat(np.arange(n, dtype=np.intp), np.diff(offsets))
     np.minimum.at(sig.reshape(-1), doc * num_perm + bins, pv)
     return densify(sig, seed)

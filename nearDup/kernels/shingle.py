@@ -18,6 +18,7 @@ import functools
 import mmh3
 import numpy as np
 
+from . import sets
 from .hashing import U64, combine, fmix64
 
 TOKEN_SEED = 0x6E656172  # fixed: the shingle hashes are part of the work-dir format
@@ -58,42 +59,112 @@ def _powers(base: int, n: int) -> np.ndarray:
     return table[:n]
 
 
-BATCH_CODE_POINTS = 1 << 20  # texts are hashed in batches this large: memory stays ~50 MB whatever the partition
+BATCH_CODE_POINTS = 1 << 18  # texts are hashed in batches this large: arrays stay in cache, memory stays small
 
 
-def word_hashes(texts: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def word_hashes(texts: list[str], positions: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     """The words (maximal runs of \\w) of each text: (hashes uint32 (T,), words per text (n,), (starts, ends) of
     each word in the texts joined by NUL). Equal words get equal hashes; a word's hash is
-    fmix64(sum_i c_i P^i + len * C) >> 32 over its code points c_0 .. c_{len-1}."""
+    fmix64(sum_i c_i P^i + len * C) >> 32 over its code points c_0 .. c_{len-1}.
+
+    Texts of code points below 256 and the others are hashed in separate batches (a narrow batch takes one byte
+    per code point; one wide character would make its whole batch four), then put back in order; the results do
+    not depend on it. positions=False: None instead of the positions (shingling needs only the hashes)."""
+    narrow = np.fromiter(map(_is_narrow, texts), dtype=bool, count=len(texts))
+    if narrow.all() or not narrow.any():
+        return _batched_word_hashes(texts, positions)
+    lengths = np.fromiter(map(len, texts), dtype=np.int64, count=len(texts)) + 1  # with the NUL after each
+    text_start = np.r_[0, np.cumsum(lengths)]  # where each text starts in the texts joined by NUL
+    groups = [np.flatnonzero(~narrow), np.flatnonzero(narrow)]  # indexed by kind: 0 wide, 1 narrow
+    results = [_batched_word_hashes([texts[i] for i in g.tolist()], positions) for g in groups]
+    # Put back in order run by run (a run: consecutive texts of one kind, consecutive in their group too).
+    group_text_start = [np.r_[0, np.cumsum(lengths[g])] for g in groups]
+    group_word_start = [np.r_[0, np.cumsum(c)] for _, c, _ in results]
+    cuts = [0, *(np.flatnonzero(narrow[1:] != narrow[:-1]) + 1).tolist(), len(texts)]
+    seen = [0, 0]  # texts of each kind before the run
+    hashes, counts, where = [], [], []
+    for lo, hi in zip(cuts[:-1], cuts[1:]):
+        kind = int(narrow[lo])
+        ga, gb = seen[kind], seen[kind] + hi - lo
+        h, c, pos = results[kind]
+        wa, wb = group_word_start[kind][ga], group_word_start[kind][gb]
+        hashes.append(h[wa:wb])
+        counts.append(c[ga:gb])
+        if positions:
+            where.append(pos[:, wa:wb] + (text_start[lo] - group_text_start[kind][ga]))
+        seen[kind] = gb
+    return np.concatenate(hashes), np.concatenate(counts), np.concatenate(where, axis=1) if positions else None
+
+
+def _is_narrow(text: str) -> bool:
+    """Whether every code point is below 256 (O(1) for ASCII, which CPython flags; else one encoding pass)."""
+    if text.isascii():
+        return True
+    try:
+        text.encode("latin-1")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _batched_word_hashes(texts: list[str], positions: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """word_hashes of texts joined in batches of about BATCH_CODE_POINTS."""
     results, batch, size, offset = [], [], 0, 0
     for text in [*texts, None]:
         if batch and (text is None or size + len(text) > BATCH_CODE_POINTS):
-            hashes, counts, positions = _word_hashes(batch)
-            results.append((hashes, counts, positions + offset))
+            hashes, counts, where = _word_hashes(batch, positions)
+            results.append((hashes, counts, where + offset if positions else None))
             offset += size
             batch, size = [], 0
         if text is not None:
             batch.append(text)
             size += len(text) + 1
     if not results:
-        return np.empty(0, np.uint32), np.zeros(len(texts), np.int64), np.empty((2, 0), np.int64)
-    hashes, counts, positions = zip(*results)
-    return np.concatenate(hashes), np.concatenate(counts), np.concatenate(positions, axis=1)
+        return np.empty(0, np.uint32), np.zeros(len(texts), np.int64), (np.empty((2, 0), np.int64) if positions else None)
+    hashes, counts, where = zip(*results)
+    return np.concatenate(hashes), np.concatenate(counts), np.concatenate(where, axis=1) if positions else None
 
 
-def _word_hashes(texts: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    joined = "\0".join(texts)  # NUL is not a word character: no word spans two texts
-    cps = np.frombuffer(joined.encode("utf-32-le", "surrogatepass"), dtype="<u4")
-    is_word = word_characters()[cps].view(np.int8)
-    edges = np.diff(np.r_[np.int8(0), is_word, np.int8(0)])
-    starts, ends = np.flatnonzero(edges == 1), np.flatnonzero(edges == -1)
-    prefix = np.zeros(len(cps) + 1, dtype=U64)
-    np.cumsum(cps.astype(U64) * _powers(_POLY, len(cps)), out=prefix[1:])
-    poly = (prefix[ends] - prefix[starts]) * _powers(_POLY_INVERSE, len(cps) + 1)[starts]
-    hashes = (fmix64(poly + (ends - starts).astype(U64) * U64(0x9E3779B97F4A7C15)) >> U64(32)).astype(np.uint32)
-    text_starts = np.r_[0, np.cumsum([len(t) + 1 for t in texts])[:-1]] if texts else np.empty(0, np.int64)
-    counts = np.bincount(np.searchsorted(text_starts, starts, side="right") - 1, minlength=len(texts))
-    return hashes, counts, np.stack([starts, ends])
+@functools.cache
+def _latin1_word_bytes() -> bytes:
+    """bytes.translate table: byte c -> 1 if chr(c) is a word character, else 0 (code points below 256)."""
+    return word_characters()[:256].astype(np.uint8).tobytes()
+
+
+def _word_hashes(texts: list[str], positions: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    # NUL is not a word character: no word spans two texts; the NULs around the whole make every word's start
+    # and end a change between neighbours.
+    joined = "\0" + "\0".join(texts) + "\0"
+    try:  # code points below 256 (most text): one byte each, classified by bytes.translate at memcpy speed
+        raw = joined.encode("latin-1")
+        cps = np.frombuffer(raw, dtype=np.uint8)
+        is_word = np.frombuffer(raw.translate(_latin1_word_bytes()), dtype=np.bool_)
+    except UnicodeEncodeError:
+        cps = np.frombuffer(joined.encode("utf-32-le", "surrogatepass"), dtype="<u4")
+        is_word = word_characters()[cps]
+    # Edges between neighbours in the padded text alternate start, end, ...; edge i (between padded positions i
+    # and i + 1) is position i of the unpadded text.
+    edges = np.flatnonzero(is_word[1:] != is_word[:-1])
+    starts, ends = edges[0::2], edges[1::2]
+    cps = cps[1:-1]
+    # prefix[i] = sum_{j < i} c_j P^j mod 2^64, computed in place (no temporaries the size of the text)
+    prefix = np.empty(len(cps) + 1, dtype=U64)
+    prefix[0] = 0
+    prefix[1:] = cps
+    prefix[1:] *= _powers(_POLY, len(cps))
+    np.cumsum(prefix[1:], out=prefix[1:])
+    poly = prefix[ends]
+    poly -= prefix[starts]
+    poly *= _powers(_POLY_INVERSE, len(cps) + 1)[starts]
+    lengths = (ends - starts).astype(U64)
+    lengths *= U64(0x9E3779B97F4A7C15)
+    poly += lengths
+    hashes = (fmix64(poly, out=poly) >> U64(32)).astype(np.uint32)
+    # words per text: how many word starts fall in each text's span of the joined string
+    bounds = np.zeros(len(texts) + 1, np.int64)
+    np.cumsum([len(t) + 1 for t in texts], out=bounds[1:])
+    counts = np.diff(np.searchsorted(starts, bounds))
+    return hashes, counts, np.stack([starts, ends]) if positions else None
 
 
 class CodePointHasher:
@@ -118,28 +189,71 @@ def kgram_hashes(token_hashes: np.ndarray, doc_lengths: np.ndarray, k: int) -> t
     token_hashes: uint32 (T,), the token hashes of all documents concatenated; doc_lengths: (n,) tokens per document.
     Returns (doc_index int64 (S,), hashes uint32 (S,)): for each window t_i..t_{i+k-1} lying inside one document,
     h = upper 32 bits of combine(t_i, ..., t_{i+k-1}). A document with fewer than k tokens has no shingle.
+    doc_index is ascending.
     """
     doc_lengths = np.asarray(doc_lengths, dtype=np.int64)
     total = int(doc_lengths.sum())
     if total < k:
         return np.empty(0, np.int64), np.empty(0, np.uint32)
-    doc_of_token = np.repeat(np.arange(len(doc_lengths), dtype=np.int64), doc_lengths)
     windows = total - k + 1
-    inside = doc_of_token[:windows] == doc_of_token[k - 1:]
-    h = combine((token_hashes[j:j + windows] for j in range(k)), KGRAM_SEED)
-    return doc_of_token[:windows][inside], (h[inside] >> U64(32)).astype(np.uint32)
+    # Every window is hashed (contiguous slices, no gathers); the k - 1 windows that run from each document into
+    # the next are dropped afterwards. Document d's windows start at its first token and number max(L_d - k + 1, 0).
+    per_doc = np.maximum(doc_lengths - (k - 1), 0)
+    first = np.cumsum(doc_lengths) - doc_lengths
+    inside = sets.ranges(first, per_doc)
+    wide = np.asarray(token_hashes).astype(U64)  # widened once, not once per column
+    h = combine((wide[j:j + windows] for j in range(k)), KGRAM_SEED)
+    h >>= U64(32)
+    return np.repeat(np.arange(len(doc_lengths), dtype=np.int64), per_doc), h[inside].astype(np.uint32)
+
+
+def _width_classes(counts: np.ndarray) -> list[tuple[np.ndarray, int]]:
+    """The documents with a non-empty set grouped by row width: [(documents, width)], width >= each count and
+    less than 9/8 of it (a count c in [2^e, 2^(e+1)) is rounded up to a multiple of 2^(e-3))."""
+    docs = np.flatnonzero(counts)
+    if not len(docs):
+        return []
+    c = counts[docs]
+    step = np.left_shift(1, np.maximum(np.floor(np.log2(c)).astype(np.int64) - 3, 0))
+    width = -(-c // step) * step
+    order = np.argsort(width, kind="stable")
+    width, docs = width[order], docs[order]
+    cuts = np.flatnonzero(np.diff(width)) + 1
+    return [(d, int(w[0])) for d, w in zip(np.split(docs, cuts), np.split(width, cuts))]
 
 
 def csr_sets(doc_index: np.ndarray, hashes: np.ndarray, n_docs: int) -> tuple[np.ndarray, np.ndarray]:
-    """Group (doc, hash) pairs into per-document sorted unique sets: (values uint32, offsets int64 (n_docs+1,))."""
-    keys = (doc_index.astype(U64) << U64(32)) | hashes.astype(U64)
-    keys.sort()
-    if len(keys):
-        keep = np.empty(len(keys), dtype=bool)
-        keep[0] = True
-        np.not_equal(keys[1:], keys[:-1], out=keep[1:])
-        keys = keys[keep]
-    counts = np.bincount((keys >> U64(32)).astype(np.int64), minlength=n_docs)
+    """Group (doc, hash) pairs into per-document sorted unique sets: (values uint32, offsets int64 (n_docs+1,)).
+
+    Each document's hashes are sorted as one row of a 2-D array (documents of similar length share an array,
+    padded with 0xFFFFFFFF): many small sorts run in cache, ~10x faster here than one sort of the (doc << 32 | hash)
+    keys of a partition. The padding sorts last, and a real 0xFFFFFFFF is equal to it, so each row's first
+    count entries are exactly the document's hashes, sorted; repeats are then dropped by comparing neighbours.
+    """
+    doc_index = np.asarray(doc_index, dtype=np.int64)
+    hashes = np.asarray(hashes, dtype=np.uint32)
+    if len(doc_index) > 1 and bool((doc_index[1:] < doc_index[:-1]).any()):
+        order = np.argsort(doc_index, kind="stable")
+        doc_index, hashes = doc_index[order], hashes[order]
+    counts = np.bincount(doc_index, minlength=n_docs)
+    starts = np.cumsum(counts) - counts
+    unique = np.zeros(n_docs, np.int64)
+    rows_of_class = []
+    padded = np.append(hashes, np.uint32(0xFFFFFFFF))  # index len(hashes) reads the padding
+    for docs, width in _width_classes(counts):
+        column = np.arange(width)
+        pad = column >= counts[docs][:, None]
+        source = starts[docs][:, None] + column  # row i: document docs[i]'s hashes, then padding
+        source[pad] = len(hashes)
+        rows = padded[source]
+        rows.sort(axis=1)
+        keep = ~pad
+        keep[:, 1:] &= rows[:, 1:] != rows[:, :-1]
+        unique[docs] = keep.sum(axis=1)
+        rows_of_class.append((docs, rows[keep]))
     offsets = np.zeros(n_docs + 1, dtype=np.int64)
-    np.cumsum(counts, out=offsets[1:])
-    return (keys & U64(0xFFFFFFFF)).astype(np.uint32), offsets
+    np.cumsum(unique, out=offsets[1:])
+    values = np.empty(int(offsets[-1]), dtype=np.uint32)
+    for docs, kept in rows_of_class:
+        values[sets.ranges(offsets[docs], unique[docs])] = kept
+    return values, offsets
