@@ -234,18 +234,20 @@ def decode(data: bytes) -> tuple[str, bool] | None:
         return data.decode("utf-8", "replace"), True
 
 
-def read_documents(items: list[Item], params: SourceParams, problems: dict) -> Iterator[Document]:
-    """The documents of a partition, in order. Unreadable, vanished and binary files, and bad JSONL lines, are
-    counted in problems (with messages) and skipped; JSONL errors raise InputError when params.strict."""
+def read_documents(items: list[Item], params: SourceParams, problems: dict, cwd: str = "") -> Iterator[Document]:
+    """The documents of a partition, in order; relative item paths are taken relative to cwd (default: the
+    working directory). Unreadable, vanished and binary files, and bad JSONL lines, are counted in problems (with
+    messages) and skipped; JSONL errors raise InputError when params.strict."""
     for item in items:
+        path = os.path.join(cwd, item.path)  # item.path itself when absolute or cwd is ""
         if item.kind == "jsonl":
-            yield from _read_jsonl(item, params, problems)
+            yield from _read_jsonl(item, path, params, problems)
             continue
         if item.size > STREAM_BYTES:
-            yield _streamed(item)
+            yield _streamed(item, path)
             continue
         try:
-            with open(item.path, "rb") as f:
+            with open(path, "rb") as f:
                 data = f.read()
         except FileNotFoundError:
             _problem(problems, "vanished", f"{item.id}: vanished before it could be read")
@@ -262,12 +264,12 @@ def read_documents(items: list[Item], params: SourceParams, problems: dict) -> I
         yield Document(item.id, text, len(data), item.mtime_ns, sha, replaced)
 
 
-def _streamed(item: Item) -> Document:
+def _streamed(item: Item, path: str) -> Document:
     doc = Document(item.id, None, 0, item.mtime_ns, "", False)
 
     def pieces() -> Iterator[str]:
         digest = hashlib.blake2b(digest_size=16)
-        with open(item.path, "rb") as f:
+        with open(path, "rb") as f:
             head = f.read(4)
             encoding = next((enc for bom, enc in BOMS if head.startswith(bom)), None)
             skip = next((len(bom) for bom, enc in BOMS if head.startswith(bom)), 0)
@@ -302,8 +304,8 @@ def _problem(problems: dict, kind: str, message: str) -> None:
     problems.setdefault("messages", []).append(message)
 
 
-def _read_jsonl(item: Item, params: SourceParams, problems: dict) -> Iterator[Document]:
-    with open(item.path, "rb") as f:
+def _read_jsonl(item: Item, path: str, params: SourceParams, problems: dict) -> Iterator[Document]:
+    with open(path, "rb") as f:
         f.seek(item.start)
         block = f.read(item.end - item.start)
     for number, line in enumerate(block.splitlines(), start=item.first_line):

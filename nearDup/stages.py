@@ -105,6 +105,13 @@ class PartitionArrays:
         return self.cache[p]
 
 
+def _resolved(task, **fields) -> None:
+    """Set fields of a frozen task as it is made. Tasks carry absolute paths, resolved where they are made (the
+    client): a worker of a Dask cluster runs in another working directory."""
+    for name, value in fields.items():
+        object.__setattr__(task, name, value)
+
+
 def _map_partitions(runner: Runner, stage: str, fn, keys: list[str], files: tuple[str, ...], make_task,
                     sizes=None, unit="part") -> int:
     """Run fn over the partitions whose done marker is missing or stale; returns how many were reused."""
@@ -130,6 +137,10 @@ class PartitionTask:
     params: object
     items: tuple = ()  # shingle: the partition's inputs
     source: SourceParams | None = None
+    cwd: str = ""  # what relative paths of items are relative to (resolving a million items here costs seconds)
+
+    def __post_init__(self):
+        _resolved(self, root=os.path.join(os.getcwd(), self.root), cwd=self.cwd or os.getcwd())
 
 
 def shingle_partition(task: PartitionTask) -> None:
@@ -146,7 +157,7 @@ def shingle_partition(task: PartitionTask) -> None:
 
     records, texts = [], []
     streamed = []  # (document number, its unique shingle hashes) of large files shingled piece by piece
-    for doc in corpus.read_documents(task.items, task.source, problems):
+    for doc in corpus.read_documents(task.items, task.source, problems, task.cwd):
         if doc.pieces is not None:
             try:
                 hashes = _streamed_shingles(doc.pieces, task.params, lambda t: token_hashes([t])[0])
@@ -445,6 +456,9 @@ class VerifyTask:
     lo: int
     hi: int
     starts: tuple
+
+    def __post_init__(self):
+        _resolved(self, root=os.path.join(os.getcwd(), self.root))
 
 
 def set_overlap(shingles: PartitionArrays, starts: np.ndarray, a: np.ndarray, b: np.ndarray):

@@ -32,6 +32,7 @@ import gzip
 import json
 import os
 import shutil
+import socket
 import sys
 import time
 from pathlib import Path
@@ -42,6 +43,7 @@ from . import __version__
 from .config import FORMAT
 from .errors import WorkDirError
 
+_HOST = socket.gethostname()
 STAGES = ("shingle", "signature", "band", "candidates", "verify", "cluster")
 MANIFEST = "manifest.json"
 
@@ -56,8 +58,11 @@ def _os_error(path, e: OSError) -> WorkDirError:
 
 @contextlib.contextmanager
 def atomic_file(path: Path, mode: str = "wb"):
-    """Open a temporary sibling of path for writing; rename it over path only if the block succeeds."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    """Open a temporary sibling of path for writing; rename it over path only if the block succeeds.
+
+    The temporary name holds the host and process, so that two machines sharing the work dir (Dask workers, one
+    of them re-running a task it was thought to have lost) never write to the same temporary file."""
+    tmp = path.with_name(f".{path.name}.{_HOST}.{os.getpid()}.tmp")
     try:
         with open(tmp, mode, **({} if "b" in mode else {"encoding": "utf-8", "errors": "surrogatepass"})) as f:
             yield f
