@@ -188,9 +188,10 @@ class App:
             if self.force:
                 work.clear()
             progress = self.progress if self.progress is not None else sys.stderr.isatty() and not self.quiet
-            engine = make_engine(self.jobs, progress, self.scheduler, self.scheduler_file, work.root)
+            log = (lambda message: None) if self.quiet else _log
+            engine = make_engine(self.jobs, progress, self.scheduler, self.scheduler_file, work.root, log)
             click.get_current_context().find_root().call_on_close(engine.close)
-            self.runner = stages.Runner(work, engine, (lambda message: None) if self.quiet else _log)
+            self.runner = stages.Runner(work, engine, log)
             ctx = click.get_current_context()
             self.start_output({k: v for k, v in ctx.params.items()  # how work is split never shows in results
                                if v not in (None, (), False) and k != "partition_docs"})

@@ -29,8 +29,10 @@ from .errors import ClusterError, ParameterError
 
 
 def make_engine(jobs: int | None = None, progress: bool = False, scheduler: str | None = None,
-                scheduler_file: str | None = None, workdir: str | os.PathLike | None = None):
-    """The embedded engine, or a Dask engine when a scheduler (address, local:N) or scheduler file is given."""
+                scheduler_file: str | None = None, workdir: str | os.PathLike | None = None,
+                log: Callable[[str], None] = lambda message: None):
+    """The embedded engine, or a Dask engine when a scheduler (address, local:N) or scheduler file is given;
+    log (stderr) hears which cluster and how many workers."""
     if scheduler is None and scheduler_file is None:
         return LocalEngine(jobs, progress)
     if scheduler is not None and scheduler_file is not None:
@@ -38,7 +40,7 @@ def make_engine(jobs: int | None = None, progress: bool = False, scheduler: str 
     if jobs is not None:
         raise ParameterError("--jobs sets the embedded engine's processes; with --scheduler the cluster's workers "
                              "do the work (--scheduler local:N starts N of them)")
-    return DaskEngine.connect(scheduler, scheduler_file, progress, workdir)
+    return DaskEngine.connect(scheduler, scheduler_file, progress, workdir, log)
 
 
 class LocalEngine:
@@ -89,7 +91,8 @@ class DaskEngine:
 
     @classmethod
     def connect(cls, scheduler: str | None, scheduler_file: str | None, progress: bool = False,
-                workdir: str | os.PathLike | None = None) -> "DaskEngine":
+                workdir: str | os.PathLike | None = None,
+                log: Callable[[str], None] = lambda message: None) -> "DaskEngine":
         """Connect to a running scheduler (tcp://HOST:PORT, or the address in a scheduler file), or start a
         LocalCluster (local:N: N worker processes of one thread); then check the workers (see check)."""
         option = "--scheduler" if scheduler is not None else "--scheduler-file"
@@ -105,8 +108,11 @@ class DaskEngine:
         cluster = None
         if scheduler is not None and (scheduler == "local" or scheduler.startswith("local:")):
             workers = _local_workers(scheduler)
-            cluster = distributed.LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                                               dashboard_address=":0", silence_logs=logging.CRITICAL)
+            # Dask's nannies give workers MALLOC_TRIM_THRESHOLD_=65536, which makes glibc map and unmap every
+            # large numpy array: the shingle and signature kernels ran 1.4x and 2.4x slower. Not for our workers.
+            with dask.config.set({"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None}):
+                cluster = distributed.LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                                                   dashboard_address=":0", silence_logs=logging.CRITICAL)
             address = cluster.scheduler_address
         elif scheduler is not None:
             address = _checked_address(scheduler)
@@ -122,13 +128,14 @@ class DaskEngine:
                                f"with `dask scheduler`, or check the address") from None
         engine = cls(client, address, progress, cluster)
         try:
-            engine.check(workdir, timeout)
+            engine.check(workdir, timeout, log)
         except BaseException:
             engine.close()
             raise
         return engine
 
-    def check(self, workdir: str | os.PathLike | None, timeout: float) -> None:
+    def check(self, workdir: str | os.PathLike | None, timeout: float,
+              log: Callable[[str], None] = lambda message: None) -> None:
         """Before any work: at least one worker; every worker imports this nearDup and sees the work dir at the
         same absolute path; client, scheduler and workers run the same versions of Dask's packages."""
         try:
@@ -170,6 +177,13 @@ class DaskEngine:
         if mismatched:
             raise ClusterError(f"the Dask cluster at {self.address} runs other versions than this client: "
                                f"{'; '.join(mismatched)}; install the same versions everywhere")
+        threads = sum(self.client.nthreads().values())
+        log(f"dask: {len(answers)} workers ({threads} threads) at {self.address}")
+        trimmed = [a["malloc_trim"] for a in answers.values() if a.get("malloc_trim")]
+        if trimmed:
+            log(f"warning: {len(trimmed)} of {len(answers)} workers run with MALLOC_TRIM_THRESHOLD_={trimmed[0]} "
+                f"(Dask's nanny sets it), which slows nearDup's kernels up to 2.4x; see `Running on a cluster` in "
+                f"nearDup's README")
 
     def map(self, fn: Callable, tasks: Sequence, desc: str = "", sizes: Sequence[int] | None = None,
             unit: str = "part") -> list:
@@ -182,7 +196,9 @@ class DaskEngine:
         keys = [f"neardup-{desc or fn.__name__}-{i:06d}-{run}" for i in range(len(tasks))]
         index = {key: i for i, key in enumerate(keys)}
         bar = _progress_bar(self.progress, desc, sizes, unit, len(tasks))
-        futures = self.client.map(fn, tasks, key=keys, pure=False)
+        with warnings.catch_warnings():  # the tasks are the data (each partition's list of files), by design
+            warnings.filterwarnings("ignore", message="Sending large graph")
+            futures = self.client.map(fn, tasks, key=keys, pure=False)
         try:
             for future in as_completed(futures, loop=self.client.loop):  # not the default client: we set none
                 if future.status != "finished":
@@ -228,7 +244,8 @@ class DaskEngine:
 
 def _worker_facts(probe: str | None) -> dict:
     """Run on each worker by DaskEngine.check (unpickling it imports nearDup there)."""
-    return {"version": __version__, "format": FORMAT, "sees_workdir": probe is not None and os.path.exists(probe)}
+    return {"version": __version__, "format": FORMAT, "sees_workdir": probe is not None and os.path.exists(probe),
+            "malloc_trim": os.environ.get("MALLOC_TRIM_THRESHOLD_")}
 
 
 def _local_workers(scheduler: str) -> int:
