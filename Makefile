@@ -5,10 +5,10 @@ BIN    := $(VENV)/bin
 
 .PHONY: run test bench install clean
 
-$(BIN)/neardup: pyproject.toml
+$(BIN)/neardup: pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[test]'
+	$(BIN)/pip install --quiet -e '.[test,dask]'
 	touch $@
 
 install: $(BIN)/neardup

@@ -17,7 +17,7 @@ import click
 from . import __version__, actions, corpus, stages
 from .config import (DEFAULT_THRESHOLD, METHODS, UNITS, CandidateParams, ClusterParams, ShingleParams,
                      SignatureParams, SourceParams, VerifyParams, default_jobs)
-from .engine import LocalEngine
+from .engine import make_engine
 from .errors import NearDupError
 from .groups import DEFAULT_RULES, RULES, KeeperRules, replay_groups
 from .kernels import lsh
@@ -139,6 +139,8 @@ class App:
 
     workdir: str | None = None
     jobs: int | None = None
+    scheduler: str | None = None
+    scheduler_file: str | None = None
     force: bool = False
     wait_lock: float = 0.0
     progress: bool | None = None
@@ -192,10 +194,10 @@ class App:
                 work.begin()  # committed once the results are reported: an interrupted run changes nothing
                 work.set(index=True)
             progress = self.progress if self.progress is not None else sys.stderr.isatty() and not self.quiet
-            engine = LocalEngine(self.jobs or default_jobs(), progress)
-            # runs before work.release (LIFO): forked workers share the lock's file description
+            log = (lambda message: None) if self.quiet else _log
+            engine = make_engine(self.jobs, progress, self.scheduler, self.scheduler_file, work.root, log)
             click.get_current_context().find_root().call_on_close(engine.close)
-            self.runner = stages.Runner(work, engine, (lambda message: None) if self.quiet else _log)
+            self.runner = stages.Runner(work, engine, log)
             ctx = click.get_current_context()
             self.start_output({k: v for k, v in ctx.params.items()  # where and how work is done never shows
                                if v not in (None, (), False) and k not in ("partition_docs", "index", "rebuild")})
@@ -226,6 +228,12 @@ def common_options(f):
                                               "cache dir keyed by the inputs)."),
         click.option("-j", "--jobs", type=click.IntRange(1), callback=_setter("jobs"), expose_value=False,
                      help=f"Worker processes [default: all cores, here {default_jobs()}]."),
+        click.option("--scheduler", metavar="ADDRESS", callback=_setter("scheduler"), expose_value=False,
+                     help="Run the stages on a Dask cluster: its scheduler's tcp://HOST:PORT, or local:N for a local "
+                          "cluster of N workers (needs nearDup[dask]; the work dir must be shared)."),
+        click.option("--scheduler-file", type=click.Path(dir_okay=False), callback=_setter("scheduler_file"),
+                     expose_value=False, help="Run on the Dask cluster whose scheduler wrote this file (`dask "
+                                              "scheduler --scheduler-file PATH`)."),
         click.option("--force", is_flag=True, default=None, callback=_setter("force"), expose_value=False,
                      help="Forget stored results and recompute every stage."),
         click.option("--wait-lock", type=click.FloatRange(0), callback=_setter("wait_lock"), expose_value=False,

@@ -234,18 +234,20 @@ def decode(data: bytes) -> tuple[str, bool] | None:
         return data.decode("utf-8", "replace"), True
 
 
-def read_documents(items: list[Item], params: SourceParams, problems: dict) -> Iterator[Document]:
-    """The documents of a partition, in order. Unreadable, vanished and binary files, and bad JSONL lines, are
-    counted in problems (with messages) and skipped; JSONL errors raise InputError when params.strict."""
+def read_documents(items: list[Item], params: SourceParams, problems: dict, cwd: str = "") -> Iterator[Document]:
+    """The documents of a partition, in order; relative item paths are taken relative to cwd (default: the
+    working directory). Unreadable, vanished and binary files, and bad JSONL lines, are counted in problems (with
+    messages) and skipped; JSONL errors raise InputError when params.strict."""
     for item in items:
+        path = os.path.join(cwd, item.path)  # item.path itself when absolute or cwd is ""
         if item.kind == "jsonl":
-            yield from _read_jsonl(item, params, problems)
+            yield from _read_jsonl(item, path, params, problems)
             continue
         if item.size > STREAM_BYTES:
-            yield _streamed(item)
+            yield _streamed(item, path)
             continue
         try:
-            data = _read_file(item.path, item.size)
+            data = _read_file(path, item.size)
         except FileNotFoundError:
             _problem(problems, "vanished", f"{item.id}: vanished before it could be read")
             continue
@@ -265,7 +267,7 @@ def content_hashes(item: Item, params: SourceParams) -> Iterator[tuple[str, str]
     """(id, sha) of each document of an item, as read_documents would give them, without decoding files: how an
     index recognises an unchanged or renamed document before shingling it. Unreadable items give nothing."""
     if item.kind == "jsonl":
-        for doc in _read_jsonl(item, dataclasses.replace(params, strict=False), {}):
+        for doc in _read_jsonl(item, item.path, dataclasses.replace(params, strict=False), {}):
             yield doc.id, doc.sha
         return
     digest = hashlib.blake2b(digest_size=16)
@@ -295,12 +297,12 @@ def _read_file(path: str, size: int) -> bytes:
         os.close(fd)
 
 
-def _streamed(item: Item) -> Document:
+def _streamed(item: Item, path: str) -> Document:
     doc = Document(item.id, None, 0, item.mtime_ns, "", False)
 
     def pieces() -> Iterator[str]:
         digest = hashlib.blake2b(digest_size=16)
-        with open(item.path, "rb") as f:
+        with open(path, "rb") as f:
             head = f.read(4)
             encoding = next((enc for bom, enc in BOMS if head.startswith(bom)), None)
             skip = next((len(bom) for bom, enc in BOMS if head.startswith(bom)), 0)
@@ -335,8 +337,8 @@ def _problem(problems: dict, kind: str, message: str) -> None:
     problems.setdefault("messages", []).append(message)
 
 
-def _read_jsonl(item: Item, params: SourceParams, problems: dict) -> Iterator[Document]:
-    with open(item.path, "rb") as f:
+def _read_jsonl(item: Item, path: str, params: SourceParams, problems: dict) -> Iterator[Document]:
+    with open(path, "rb") as f:
         f.seek(item.start)
         block = f.read(item.end - item.start)
     for number, line in enumerate(block.splitlines(), start=item.first_line):

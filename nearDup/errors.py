@@ -17,3 +17,7 @@ class WorkDirError(NearDupError):
 
 class ParameterError(NearDupError):
     """Option values that do not fit together."""
+
+
+class ClusterError(NearDupError):
+    """The Dask cluster cannot be reached or used, or lost work it could not redo."""

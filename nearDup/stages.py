@@ -110,6 +110,13 @@ class PartitionArrays:
         return self.cache[p]
 
 
+def _resolved(task, **fields) -> None:
+    """Set fields of a frozen task as it is made. Tasks carry absolute paths, resolved where they are made (the
+    client): a worker of a Dask cluster runs in another working directory."""
+    for name, value in fields.items():
+        object.__setattr__(task, name, value)
+
+
 def _map_partitions(runner: Runner, stage: str, fn, shards: list[int], keys: list[str], files: tuple[str, ...],
                     make_task, sizes=None, unit="part", docs=None, nbytes=None) -> int:
     """Run fn over the shards whose done marker is missing or stale (make_task(i) for the i-th listed shard);
@@ -139,6 +146,10 @@ class PartitionTask:
     items: tuple = ()  # shingle: the partition's inputs
     source: SourceParams | None = None
     only: frozenset | None = None  # shingle: only these document ids of the items (the rest are indexed already)
+    cwd: str = ""  # what relative paths of items are relative to (resolving a million items here costs seconds)
+
+    def __post_init__(self):
+        _resolved(self, root=os.path.join(os.getcwd(), self.root), cwd=self.cwd or os.getcwd())
 
 
 def shingle_documents(documents, params: ShingleParams, problems: dict) -> tuple[list[dict], np.ndarray, np.ndarray]:
@@ -187,7 +198,7 @@ def shingle_partition(task: PartitionTask) -> int:
     def documents():
         for item in task.items:
             extra = {"item": item_digest(item), "inode": item.inode}  # what the catalog keeps of the item
-            for doc in corpus.read_documents([item], task.source, problems):
+            for doc in corpus.read_documents([item], task.source, problems, task.cwd):
                 if task.only is None or doc.id in task.only:
                     yield doc, extra
 
@@ -581,7 +592,8 @@ def candidates(runner: Runner, params: CandidateParams) -> dict:
     order_path = work.output("candidates", "order.npy", key)
     work.save_array(order_path, pairing_order(docs.catalog))
     bands = upstream["params"]["bands"]
-    tasks = [BandTask(str(work.root), tuple(range(lo, min(lo + BANDS_PER_TASK, bands))), str(order_path),
+    tasks = [BandTask(os.path.abspath(work.root), tuple(range(lo, min(lo + BANDS_PER_TASK, bands))),
+                      os.path.abspath(order_path),
                       tuple(shingle_record["shards"]), params.max_bucket) for lo in range(0, bands, BANDS_PER_TASK)]
     results = runner.engine.map(band_candidates, tasks, desc="candidates", sizes=[len(t.bands) for t in tasks],
                                 unit="band")
@@ -613,6 +625,9 @@ class VerifyTask:
     hi: int
     starts: tuple
     shards: tuple
+
+    def __post_init__(self):
+        _resolved(self, root=os.path.join(os.getcwd(), self.root))
 
 
 def set_overlap(shingles: PartitionArrays, starts: np.ndarray, a: np.ndarray, b: np.ndarray):
@@ -690,7 +705,8 @@ def verify(runner: Runner, params: VerifyParams) -> dict:
     n = len(todo)
     starts = tuple(part_starts(shingle_record).tolist())
     shards = tuple(shingle_record["shards"])
-    tasks = [VerifyTask(str(work.root), str(todo_path), lo, min(lo + VERIFY_CHUNK, n), starts, shards)
+    tasks = [VerifyTask(os.path.abspath(work.root), os.path.abspath(todo_path), lo, min(lo + VERIFY_CHUNK, n), starts,
+                        shards)
              for lo in range(0, n, VERIFY_CHUNK)]
     results = runner.engine.map(verify_chunk, tasks, desc="verify", sizes=[t.hi - t.lo for t in tasks], unit="pair")
     if results:

@@ -39,6 +39,7 @@ import gzip
 import json
 import os
 import shutil
+import socket
 import sys
 import time
 from pathlib import Path
@@ -51,6 +52,7 @@ from .errors import WorkDirError
 
 # json.dumps(record, ensure_ascii=False, sort_keys=True), without building an encoder for every record
 _JSONL_ENCODER = json.JSONEncoder(ensure_ascii=False, sort_keys=True)
+_HOST = socket.gethostname()
 STAGES = ("shingle", "signature", "band", "candidates", "verify", "cluster")
 MANIFEST = "manifest.json"
 
@@ -65,8 +67,11 @@ def _os_error(path, e: OSError) -> WorkDirError:
 
 @contextlib.contextmanager
 def atomic_file(path: Path, mode: str = "wb"):
-    """Open a temporary sibling of path for writing; rename it over path only if the block succeeds."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    """Open a temporary sibling of path for writing; rename it over path only if the block succeeds.
+
+    The temporary name holds the host and process, so that two machines sharing the work dir (Dask workers, one
+    of them re-running a task it was thought to have lost) never write to the same temporary file."""
+    tmp = path.with_name(f".{path.name}.{_HOST}.{os.getpid()}.tmp")
     try:
         with open(tmp, mode, **({} if "b" in mode else {"encoding": "utf-8", "errors": "surrogatepass"})) as f:
             yield f
