@@ -132,6 +132,20 @@ def test_files_vanishing_or_unreadable_between_listing_and_reading(tmp_path, mon
     assert r.stdout.startswith("1.0000\t") and r.stdout.count("\n") == 1
 
 
+def test_a_file_that_grew_or_shrank_since_listing_is_read_whole(tmp_path):
+    """Small files are read with one os.read of the listed size + 1; a file changed since is still read whole."""
+    path = tmp_path / "f.txt"
+    data = os.urandom(3_000_000)  # larger than one read of the listed size
+    path.write_bytes(data)
+    assert corpus._read_file(str(path), len(data)) == data
+    assert corpus._read_file(str(path), 10) == data  # grew after listing
+    assert corpus._read_file(str(path), len(data) + 500) == data  # shrank after listing
+    (tmp_path / "empty").write_bytes(b"")
+    assert corpus._read_file(str(tmp_path / "empty"), 0) == b""
+    with pytest.raises(IsADirectoryError):
+        corpus._read_file(str(tmp_path), 0)
+
+
 def test_awkward_names_through_every_format(tmp_path):
     d = tmp_path / "names"
     d.mkdir()
