@@ -41,15 +41,13 @@ class Catalog:
         return cls({**{f: [] for f in TEXT}, **{f: np.empty(0, np.int64) for f in NUMBERS}})
 
     @classmethod
-    def of_records(cls, records: list[dict], added: dict[tuple[str, str], int], run: int) -> "Catalog":
-        """Rows for a new shard's document records; `added` is the run a document (id, sha) was first indexed in,
-        if it was already (a rebuild keeps it), else this run."""
-        columns = {f: [r[f] for r in records] for f in TEXT}
-        columns.update({f: np.array([int(r.get(f, 0)) for r in records], np.int64)
-                        for f in ("size", "mtime_ns", "inode", "shingles", "replaced")})
-        columns["added"] = np.array([added.get((r["id"], r["sha"]), run) for r in records], np.int64)
-        columns["live"] = np.ones(len(records), np.int64)
-        return cls(columns)
+    def of_shard(cls, columns: dict, added: dict[tuple[str, str], int], run: int) -> "Catalog":
+        """Rows for a new shard's documents (columns as shard_columns stored them); `added` is the run a document
+        (id, sha) was first indexed in, if it was already (a rebuild keeps it), else this run."""
+        catalog = cls({**columns, "live": np.ones(len(columns["size"]), np.int64)})
+        catalog.columns["added"] = (np.array([added.get(key, run) for key in zip(catalog.ids, catalog["sha"])],
+                                             np.int64) if added else np.full(len(catalog), run, np.int64))
+        return catalog
 
     def __len__(self) -> int:
         return len(self.columns["live"])
@@ -87,11 +85,12 @@ class Catalog:
         return Catalog({f: ([self[f][i] for i in index.tolist()] if f in TEXT else c[index])
                         for f, c in self.columns.items()})
 
-    def concat(self, other: "Catalog") -> "Catalog":
-        if not len(other):
+    def concat(self, *others: "Catalog") -> "Catalog":
+        parts = [self, *(o for o in others if len(o))]
+        if len(parts) == 1:
             return self
-        return Catalog({f: (self[f] + other[f] if f in TEXT else np.concatenate([c, other.columns[f]]))
-                        for f, c in self.columns.items()})
+        return Catalog({f: ([v for p in parts for v in p[f]] if f in TEXT
+                            else np.concatenate([p.columns[f] for p in parts])) for f in self.columns})
 
     def same(self, other: "Catalog") -> bool:
         return all(self.columns[f] is other.columns[f] or
@@ -118,6 +117,14 @@ def _encoded(texts: list[str]) -> np.ndarray:
     return np.array([v.encode("utf-8", "surrogatepass") for v in texts], dtype=np.bytes_)
 
 
+def shard_columns(records: list[dict]) -> dict:
+    """A shard's document records as the columns a Catalog is made of (stored form: text as UTF-8 bytes)."""
+    columns = {f: _encoded([r[f] for r in records]) for f in TEXT}
+    columns.update({f: np.array([int(r[f]) for r in records], np.int64)
+                    for f in ("size", "mtime_ns", "inode", "shingles", "replaced")})
+    return columns
+
+
 @dataclasses.dataclass
 class Plan:
     """What a run must do: the stored rows updated (live or dead, renamed or touched), and the items to shingle
@@ -136,7 +143,9 @@ def plan(stored: Catalog, items: list[corpus.Item], source: SourceParams) -> Pla
     The rows of vanished or changed items are released; a changed item is then read for content hashes (only when
     one could match: same id, or the size of a released file) and each of its documents claims a released row
     with the same id and hash (touched, not changed), else one with the same hash (renamed). What is left is read
-    and shingled into new shards."""
+    and shingled into new shards, in the order listed."""
+    if not len(stored):  # nothing stored: read everything
+        return Plan(stored, [(item, None) for item in items])
     ids, live = stored.ids, np.zeros(len(stored), bool)
     was_live = stored.live
     sizes, mtimes, inodes = (stored[f].tolist() for f in ("size", "mtime_ns", "inode"))
@@ -201,6 +210,5 @@ def plan(stored: Catalog, items: list[corpus.Item], source: SourceParams) -> Pla
             result.todo.append((item, None))
         elif item.id in wanted:
             result.todo.append((item, frozenset(wanted[item.id]) if item.kind == "jsonl" else None))
-    result.todo.sort(key=lambda t: (t[0].id, t[0].start))
     result.catalog = Catalog({**result.catalog.columns, "live": live.astype(np.int64)})
     return result

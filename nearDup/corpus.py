@@ -239,7 +239,7 @@ def read_documents(items: list[Item], params: SourceParams, problems: dict, cwd:
     working directory). Unreadable, vanished and binary files, and bad JSONL lines, are counted in problems (with
     messages) and skipped; JSONL errors raise InputError when params.strict."""
     for item in items:
-        path = os.path.join(cwd, item.path)  # item.path itself when absolute or cwd is ""
+        path = os.path.join(cwd, item.path) if cwd and item.path[:1] != "/" else item.path
         if item.kind == "jsonl":
             yield from _read_jsonl(item, path, params, problems)
             continue

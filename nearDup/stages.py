@@ -18,7 +18,7 @@ from typing import Callable
 import numpy as np
 
 from . import corpus
-from .catalog import Catalog, item_digest, plan
+from .catalog import Catalog, item_digest, plan, shard_columns
 from .config import (DEFAULT_THRESHOLD, FORMAT, BandParams, CandidateParams, ClusterParams, ShingleParams,
                      SignatureParams, SourceParams, VerifyParams, digest)
 from .errors import InputError, ParameterError, WorkDirError
@@ -27,7 +27,7 @@ from .kernels import lsh, minhash, sets
 from .kernels.shingle import CodePointHasher, csr_sets, kgram_hashes, word_characters, word_hashes
 from .store import STAGES, WorkDir
 
-SHINGLE_FILES = ("docs.jsonl", "values.npy", "offsets.npy")
+SHINGLE_FILES = ("docs.npz", "values.npy", "offsets.npy")
 VERIFY_CHUNK = 20_000  # candidate pairs per verification task
 
 
@@ -197,13 +197,14 @@ def shingle_partition(task: PartitionTask) -> int:
 
     def documents():
         for item in task.items:
-            extra = {"item": item_digest(item), "inode": item.inode}  # what the catalog keeps of the item
+            # what the catalog keeps of the item: a JSONL range is matched by a digest, a file by its stat
+            extra = {"item": item_digest(item) if item.kind == "jsonl" else "", "inode": item.inode}
             for doc in corpus.read_documents([item], task.source, problems, task.cwd):
                 if task.only is None or doc.id in task.only:
                     yield doc, extra
 
     records, values, offsets = shingle_documents(documents(), task.params, problems)
-    work.save_jsonl(work.part("shingle", task.index, "docs.jsonl"), records)
+    work.save_table(work.part("shingle", task.index, "docs.npz"), shard_columns(records))
     work.save_array(work.part("shingle", task.index, "values.npy"), values)
     work.save_array(work.part("shingle", task.index, "offsets.npy"), offsets)
     work.mark_part_done("shingle", task.index, task.key, suffixes=SHINGLE_FILES, stats={
@@ -299,6 +300,7 @@ def shingle(runner: Runner, args: list[str], source: SourceParams, params: Shing
                                 tasks_only[i]),
         sizes=part_bytes, unit="B", nbytes=part_bytes)
     totals: dict = {"skipped": listing.skipped}
+    added = []
     for n, key in zip(new_shards, new_keys):
         done = work.part_done("shingle", n, key, SHINGLE_FILES)
         for name, value in done.items():
@@ -306,10 +308,10 @@ def shingle(runner: Runner, args: list[str], source: SourceParams, params: Shing
                 totals.setdefault("messages", []).extend(value)
             elif isinstance(value, int) and name not in ("docs", "bytes"):
                 totals[name] = totals.get(name, 0) + value
-        shard_docs = work.load_jsonl(work.part("shingle", n, "docs.jsonl"), "shingle")
-        catalog = catalog.concat(Catalog.of_records(shard_docs, carried, run))
-        counts.append(len(shard_docs))
+        added.append(Catalog.of_shard(work.load_table(work.part("shingle", n, "docs.npz"), "shingle"), carried, run))
+        counts.append(len(added[-1]))
         shard_bytes.append(done["bytes"])
+    catalog = catalog.concat(*added)
     shards, keys = [*shards, *new_shards], [*keys, *new_keys]
     totals.update(catalog.summary(), added=int(((catalog["added"] == run) & catalog.live).sum()),
                   removed=todo.removed, renamed=todo.renamed)
