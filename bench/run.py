@@ -30,6 +30,7 @@ OUT = os.path.join(HERE, "out")
 sys.path.insert(0, HERE)
 import common  # noqa: E402
 
+ENGINES_SECTION = ("<!-- bench/engines.py: begin -->", "<!-- bench/engines.py: end -->")  # kept by write_report
 PEER_TOOLS = [("neardup", 1), ("neardup", 2), ("rensa", 1), ("datasketch", 1)]
 NEARDUP_ONLY = [("neardup", 1), ("neardup", 2)]
 
@@ -308,8 +309,19 @@ def write_report(path: str, args, corpora: list[dict], results: dict, started: f
         inj = os.path.join(c["dest"], "injected.tsv")
         if os.path.exists(inj):
             L.extend(_injected_table(inj, results[c["name"]], c["tools"]))
+    _, engines = split_engines_section(path)  # bench/engines.py's section, measured separately: kept as it is
     with open(path, "w") as f:
-        f.write("\n".join(L) + "\n")
+        f.write("\n".join(L) + "\n" + (f"\n{engines}" if engines else ""))
+
+
+def split_engines_section(path: str) -> tuple[str, str]:
+    """(the report without bench/engines.py's marked section, that section ("" if none))."""
+    text = open(path).read() if os.path.exists(path) else ""
+    begin, end = ENGINES_SECTION
+    if begin not in text or end not in text:
+        return text, ""
+    a, b = text.index(begin), text.index(end) + len(end)
+    return text[:a].rstrip("\n") + "\n" + text[b:].lstrip("\n"), text[a:b] + "\n"
 
 
 def _growth_table(corpora: list[dict], results: dict) -> list[str]:
