@@ -31,6 +31,7 @@ sys.path.insert(0, HERE)
 import common  # noqa: E402
 
 ENGINES_SECTION = ("<!-- bench/engines.py: begin -->", "<!-- bench/engines.py: end -->")  # kept by write_report
+INCREMENTAL_SECTION = ("<!-- incremental: bench/incremental.py -->", "<!-- /incremental -->")  # kept too
 PEER_TOOLS = [("neardup", 1), ("neardup", 2), ("rensa", 1), ("datasketch", 1)]
 NEARDUP_ONLY = [("neardup", 1), ("neardup", 2)]
 
@@ -309,15 +310,16 @@ def write_report(path: str, args, corpora: list[dict], results: dict, started: f
         inj = os.path.join(c["dest"], "injected.tsv")
         if os.path.exists(inj):
             L.extend(_injected_table(inj, results[c["name"]], c["tools"]))
-    _, engines = split_engines_section(path)  # bench/engines.py's section, measured separately: kept as it is
+    rest, engines = split_engines_section(path)  # sections measured by other scripts: kept as they are
+    _, incremental = split_engines_section(path, INCREMENTAL_SECTION)
     with open(path, "w") as f:
-        f.write("\n".join(L) + "\n" + (f"\n{engines}" if engines else ""))
+        f.write("\n".join(L) + "\n" + "".join(f"\n{s}" for s in (engines, incremental) if s))
 
 
-def split_engines_section(path: str) -> tuple[str, str]:
-    """(the report without bench/engines.py's marked section, that section ("" if none))."""
+def split_engines_section(path: str, markers: tuple[str, str] = ENGINES_SECTION) -> tuple[str, str]:
+    """(the report without a marked section (bench/engines.py's by default), that section ("" if none))."""
     text = open(path).read() if os.path.exists(path) else ""
-    begin, end = ENGINES_SECTION
+    begin, end = markers
     if begin not in text or end not in text:
         return text, ""
     a, b = text.index(begin), text.index(end) + len(end)
