@@ -463,7 +463,7 @@ def signature(runner: Runner, params: SignatureParams) -> dict:
     work = runner.work
     upstream = require(work, "shingle", consumer="signature")
     keys = [digest("signature", FORMAT, params, k) for k in upstream["partitions"]]
-    key = digest("signature", keys)
+    key = digest("signature", keys, upstream["key"])  # a new catalog over the same shards: a new record
     shards = upstream["shards"]
     record = _up_to_date(work, "signature", key)
     if record is not None and all(work.part_done("signature", n, k, ("npy",)) for n, k in zip(shards, keys)):
@@ -514,7 +514,7 @@ def band(runner: Runner, threshold: float | None = None, bands: int | None = Non
     num_perm = upstream["params"]["num_perm"]
     params = choose_bands(num_perm, threshold, bands, rows)
     keys = [digest("band", FORMAT, params, k) for k in upstream["partitions"]]
-    key = digest("band", keys)
+    key = digest("band", keys, upstream["key"])
     summary = describe_bands(params, num_perm)
     shards = upstream["shards"]
     record = _up_to_date(work, "band", key)

@@ -239,3 +239,18 @@ def test_inspect_shows_what_the_last_run_changed(folder, tmp_path):
     out = invoke("-w", index, "inspect").stdout
     assert (f"run 2: {len(changes['new'])} documents added, {len(changes['deleted']) + 3} removed, "
             f"{len(changes['renamed'])} renamed") in out and "an index (parameters fixed)" in out
+
+
+def test_touching_a_file_of_a_plain_work_dir_reuses_every_shard(tmp_path):
+    """A new catalog over the same shards (only an mtime changed) makes new stage records, not stale ones."""
+    folder = tmp_path / "docs"
+    shutil.copytree(Path(__file__).resolve().parent.parent / "sample_corpus", folder)
+    w = tmp_path / "w"
+    first = invoke("-w", w, "run", folder)
+    for p in sorted(folder.iterdir())[:3]:
+        st = os.stat(p)
+        os.utime(p, ns=(st.st_atime_ns, st.st_mtime_ns + 7_000_000_000))
+    again = invoke("-w", w, "run", folder)
+    assert again.exit_code == 0, again.stderr
+    signature = next(line for line in again.stderr.splitlines() if line.startswith("signature:"))
+    assert again.stdout == first.stdout and "1 of 1 partitions reused" in signature, again.stderr
