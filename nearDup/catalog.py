@@ -16,12 +16,16 @@ from . import corpus
 from .config import SourceParams
 
 TEXT = ("id", "sha", "item")
-NUMBERS = ("size", "mtime_ns", "inode", "shingles", "replaced", "added", "live")
+SHARD_NUMBERS = ("size", "mtime_ns", "inode", "shingles", "replaced")  # what a shard knows of its documents
+NUMBERS = (*SHARD_NUMBERS, "added", "live")  # what the catalog adds: the run a document came in, liveness
 
 
 def item_digest(item: corpus.Item) -> str:
-    """A short digest of an item's fingerprint (path, size, mtime, inode, byte range): how a JSONL range is known
-    unchanged without reading it."""
+    """What a catalog row keeps of the item it came from: for a JSONL range, a short digest of its fingerprint
+    (path, size, mtime, inode, byte range), how it is known unchanged without reading it; nothing for a file,
+    which is matched by its id, size, mtime and inode columns."""
+    if item.kind != "jsonl":
+        return ""
     text = "\0".join(map(str, item.fingerprint()))
     return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
 
@@ -82,15 +86,19 @@ class Catalog:
         index = np.asarray(index, np.int64)
         if len(index) == len(self) and np.array_equal(index, np.arange(len(self))):
             return self
-        return Catalog({f: ([self[f][i] for i in index.tolist()] if f in TEXT else c[index])
+        return Catalog({f: ([self[f][i] for i in index.tolist()] if isinstance(c, list) else c[index])
                         for f, c in self.columns.items()})
 
     def concat(self, *others: "Catalog") -> "Catalog":
         parts = [self, *(o for o in others if len(o))]
         if len(parts) == 1:
             return self
-        return Catalog({f: ([v for p in parts for v in p[f]] if f in TEXT
-                            else np.concatenate([p.columns[f] for p in parts])) for f in self.columns})
+        def joined(f: str):  # text stays undecoded bytes while every part's is
+            if all(isinstance(p.columns[f], np.ndarray) for p in parts):
+                return np.concatenate([p.columns[f] for p in parts])
+            return [v for p in parts for v in p[f]]
+
+        return Catalog({f: joined(f) for f in self.columns})
 
     def same(self, other: "Catalog") -> bool:
         return all(self.columns[f] is other.columns[f] or
@@ -120,8 +128,7 @@ def _encoded(texts: list[str]) -> np.ndarray:
 def shard_columns(records: list[dict]) -> dict:
     """A shard's document records as the columns a Catalog is made of (stored form: text as UTF-8 bytes)."""
     columns = {f: _encoded([r[f] for r in records]) for f in TEXT}
-    columns.update({f: np.array([int(r[f]) for r in records], np.int64)
-                    for f in ("size", "mtime_ns", "inode", "shingles", "replaced")})
+    columns.update({f: np.array([int(r[f]) for r in records], np.int64) for f in SHARD_NUMBERS})
     return columns
 
 

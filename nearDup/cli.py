@@ -360,15 +360,14 @@ class Results:
         """The stored results; new_only: only the pairs and groups that involve a document added or changed
         since the last report (and those documents)."""
         work = runner.work
-        pairs, groups = stages.verified_pairs(work), lambda: stages.clusters(work)
-        docs = lambda: stages.load_docs(work).live()  # noqa: E731
-        if new_only:
-            new = stages.new_documents(work)
-            pairs = [p for p in pairs if p["a"] in new or p["b"] in new]
-            groups = lambda: [g for g in stages.clusters(work)  # noqa: E731
-                              if any(m["id"] in new for m in g["members"])]
-            docs = lambda: [d for d in stages.load_docs(work).live() if d["id"] in new]  # noqa: E731
-        return cls(pairs, groups, docs, runner.soft_errors)
+        new = stages.new_documents(work) if new_only else None
+
+        def involved(ids) -> bool:
+            return new is None or any(i in new for i in ids)
+
+        pairs = [p for p in stages.verified_pairs(work) if involved((p["a"], p["b"]))]
+        return cls(pairs, lambda: [g for g in stages.clusters(work) if involved(m["id"] for m in g["members"])],
+                   lambda: [d for d in stages.load_docs(work).live() if involved((d["id"],))], runner.soft_errors)
 
 
     @classmethod
@@ -577,8 +576,7 @@ def run(ctx, paths, unit, k, whitespace, strip_punct, num_perm, seed, minhash, t
     band_params = stages.choose_bands(num_perm, threshold, bands, rows)
     if not rebuild:
         stages.check_fixed_parameters(runner.work, {
-            "shingle": {"params": dataclasses.asdict(shingle_params), "id_field": source_params.id_field,
-                        "text_field": source_params.text_field, "strict": source_params.strict},
+            "shingle": stages.shingle_content(shingle_params, source_params),
             "signature": dataclasses.asdict(signature_params), "band": dataclasses.asdict(band_params)})
     stages.shingle(runner, list(paths), source_params, shingle_params, references=references, rebuild=rebuild)
     stages.signature(runner, signature_params)

@@ -1,14 +1,13 @@
 """The five stages: each reads its input through the store, computes with the kernels via the engine, writes back.
 
 Each stage has a key: a digest of its name, the data format, its parameters and the keys of what it consumes
-(for the shingle stage, the fingerprints (id, size, mtime) of its documents). Keys exist per partition and per
-stage. A stage whose stored key equals the key it would compute is skipped; a partition whose done marker carries
-its key is not recomputed, so an interrupted stage resumes where it stopped and gives the same bytes.
+(for a shingle shard, the fingerprints of its inputs; for the shingle stage, its shards and its catalog). Keys exist
+per shard and per stage. A stage whose stored key equals the key it would compute is skipped; a shard whose done
+marker carries its key is not recomputed, so an interrupted stage resumes where it stopped and gives the same bytes.
 """
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import os
 import sys
 from dataclasses import asdict
@@ -117,6 +116,11 @@ def _resolved(task, **fields) -> None:
         object.__setattr__(task, name, value)
 
 
+def _absolute(task, *names: str) -> None:
+    """Make the named path fields of a frozen task absolute (see _resolved)."""
+    _resolved(task, **{name: os.path.join(os.getcwd(), getattr(task, name)) for name in names})
+
+
 def _map_partitions(runner: Runner, stage: str, fn, shards: list[int], keys: list[str], files: tuple[str, ...],
                     make_task, sizes=None, unit="part", docs=None, nbytes=None) -> int:
     """Run fn over the shards whose done marker is missing or stale (make_task(i) for the i-th listed shard);
@@ -149,7 +153,8 @@ class PartitionTask:
     cwd: str = ""  # what relative paths of items are relative to (resolving a million items here costs seconds)
 
     def __post_init__(self):
-        _resolved(self, root=os.path.join(os.getcwd(), self.root), cwd=self.cwd or os.getcwd())
+        _absolute(self, "root")
+        _resolved(self, cwd=self.cwd or os.getcwd())
 
 
 def shingle_documents(documents, params: ShingleParams, problems: dict) -> tuple[list[dict], np.ndarray, np.ndarray]:
@@ -197,8 +202,7 @@ def shingle_partition(task: PartitionTask) -> int:
 
     def documents():
         for item in task.items:
-            # what the catalog keeps of the item: a JSONL range is matched by a digest, a file by its stat
-            extra = {"item": item_digest(item) if item.kind == "jsonl" else "", "inode": item.inode}
+            extra = {"item": item_digest(item), "inode": item.inode}
             for doc in corpus.read_documents([item], task.source, problems, task.cwd):
                 if task.only is None or doc.id in task.only:
                     yield doc, extra
@@ -242,6 +246,12 @@ def _lookahead(pieces):
 CATALOG = "catalog.npz"
 
 
+def shingle_content(params: ShingleParams, source: SourceParams) -> dict:
+    """What decides a shard's bytes: shingle parameters and how records are read (an index keeps them fixed)."""
+    return {"params": asdict(params), "jsonl": source.jsonl, "id_field": source.id_field,
+            "text_field": source.text_field, "strict": source.strict}
+
+
 def shingle(runner: Runner, args: list[str], source: SourceParams, params: ShingleParams, stdin=None,
             references: tuple[str, ...] = (), rebuild: bool = False) -> dict:
     """Bring the shards up to the inputs: only new and changed documents are read and shingled, into new shards;
@@ -252,8 +262,7 @@ def shingle(runner: Runner, args: list[str], source: SourceParams, params: Shing
     inputs = [{"path": p, "reference": i >= len(listing.args) - len(references)} for i, p in enumerate(listing.args)]
     if not listing.items:
         raise InputError(f"{' '.join(args)}: no documents found (folder empty, or every file hidden or excluded)")
-    content = {"params": asdict(params), "jsonl": source.jsonl, "id_field": source.id_field,
-               "text_field": source.text_field, "strict": source.strict}
+    content = shingle_content(params, source)
     previous = work.read_manifest()["stages"].get("shingle")
     base = previous if previous is not None and previous.get("content") == content else None
     stored = _stored_catalog(runner, previous) if previous is not None else Catalog.empty()
@@ -329,7 +338,7 @@ def shingle(runner: Runner, args: list[str], source: SourceParams, params: Shing
     return record
 
 
-_CATALOGS: dict[str, Catalog] = {}  # loaded once per process: several stages of a run read the same catalog
+_CATALOGS: dict[tuple, Catalog] = {}  # loaded once per process: several stages of a run read the same catalog
 
 
 def load_catalog(work: WorkDir, record: dict) -> Catalog:
@@ -550,6 +559,9 @@ class BandTask:
     shards: tuple
     max_bucket: int
 
+    def __post_init__(self):
+        _absolute(self, "root", "order")
+
 
 BANDS_PER_TASK = 4  # each task reads every band shard once; fixed, so tasks never depend on --jobs
 
@@ -594,8 +606,7 @@ def candidates(runner: Runner, params: CandidateParams) -> dict:
     order_path = work.output("candidates", "order.npy", key)
     work.save_array(order_path, pairing_order(docs.catalog))
     bands = upstream["params"]["bands"]
-    tasks = [BandTask(os.path.abspath(work.root), tuple(range(lo, min(lo + BANDS_PER_TASK, bands))),
-                      os.path.abspath(order_path),
+    tasks = [BandTask(str(work.root), tuple(range(lo, min(lo + BANDS_PER_TASK, bands))), str(order_path),
                       tuple(shingle_record["shards"]), params.max_bucket) for lo in range(0, bands, BANDS_PER_TASK)]
     results = runner.engine.map(band_candidates, tasks, desc="candidates", sizes=[len(t.bands) for t in tasks],
                                 unit="band")
@@ -629,7 +640,7 @@ class VerifyTask:
     shards: tuple
 
     def __post_init__(self):
-        _resolved(self, root=os.path.join(os.getcwd(), self.root))
+        _absolute(self, "root", "pairs")
 
 
 def set_overlap(shingles: PartitionArrays, starts: np.ndarray, a: np.ndarray, b: np.ndarray):
@@ -665,9 +676,8 @@ def _member(codes: np.ndarray, sorted_codes: np.ndarray) -> np.ndarray:
 
 def _reusable(work: WorkDir, basis: dict) -> tuple[np.ndarray, ...] | None:
     """The last verification's (checked pairs, accepted pairs, their scores and set sizes) if it can be reused:
-    same threshold
-    and signatures, and shards that are a prefix of today's (the shards are append-only, so a global number
-    still means the same stored set)."""
+    same threshold and signatures, and shards that are a prefix of today's (the shards are append-only, so a
+    global number still means the same stored set)."""
     record = work.read_manifest()["stages"].get("verify")
     if record is None or "basis" not in record or _up_to_date(work, "verify", record["key"]) is None:
         return None
@@ -690,8 +700,7 @@ def verify(runner: Runner, params: VerifyParams) -> dict:
     shingle_record = require(work, "shingle")
     basis = {"threshold": params.threshold, "shards": shingle_record["partitions"],
              "signature": work.read_manifest()["stages"]["signature"]["params"]}
-    candidates_path = work.current("candidates", "pairs.npy")
-    pairs = work.load_array(candidates_path, "candidates")
+    pairs = work.load_array(work.current("candidates", "pairs.npy"), "candidates")
     codes = _pair_codes(pairs)
     previous = _reusable(work, basis)
     if previous is not None:
@@ -707,8 +716,7 @@ def verify(runner: Runner, params: VerifyParams) -> dict:
     n = len(todo)
     starts = tuple(part_starts(shingle_record).tolist())
     shards = tuple(shingle_record["shards"])
-    tasks = [VerifyTask(os.path.abspath(work.root), os.path.abspath(todo_path), lo, min(lo + VERIFY_CHUNK, n), starts,
-                        shards)
+    tasks = [VerifyTask(str(work.root), str(todo_path), lo, min(lo + VERIFY_CHUNK, n), starts, shards)
              for lo in range(0, n, VERIFY_CHUNK)]
     results = runner.engine.map(verify_chunk, tasks, desc="verify", sizes=[t.hi - t.lo for t in tasks], unit="pair")
     if results:
@@ -730,7 +738,7 @@ def verify(runner: Runner, params: VerifyParams) -> dict:
     work.save_array(work.output("verify", "scores.npy", key), scores)
     work.save_array(work.output("verify", "sizes.npy", key), sizes)
     work.save_jsonl(work.output("verify", "pairs.jsonl", key), out)
-    work.output("verify", "todo.npy", key).unlink()
+    todo_path.unlink()
     record = {"key": key, "params": asdict(params), "upstream": upstream["key"], "basis": basis,
               "files": _files(work, "verify", key, "checked.npy", "pairs.npy", "scores.npy", "sizes.npy",
                              "pairs.jsonl"),
@@ -835,9 +843,10 @@ def check_fixed_parameters(work: WorkDir, wanted: dict[str, dict]) -> None:
         if record is None:
             continue
         stored = record.get("content", {}) if stage == "shingle" else record["params"]
-        flat = {**params.pop("params", {}), **params} if stage == "shingle" else params
-        stored = {**stored.get("params", {}), **stored} if stage == "shingle" else stored
-        for name, value in sorted(flat.items(), key=lambda kv: kv[0] != "threshold"):  # the cause first
+        if stage == "shingle":  # the shingle parameters sit beside the source's in one record
+            params, stored = ({**p.get("params", {}), **{k: v for k, v in p.items() if k != "params"}}
+                              for p in (params, stored))
+        for name, value in sorted(params.items(), key=lambda kv: kv[0] != "threshold"):  # the cause first
             if stored.get(name) != value:
                 raise ParameterError(
                     f"{work.root}: this index was built with {stage} {name} {stored.get(name)!r}, not {value!r}; "
@@ -855,8 +864,9 @@ def new_documents(work: WorkDir) -> set[str]:
 
 def mark_reported(work: WorkDir) -> None:
     """The results of the current run were reported: --new-only will not report them again."""
-    record = work.read_manifest()["stages"].get("shingle")
-    if record is not None and work.read_manifest().get("reported") != record["run"]:
+    manifest = work.read_manifest()
+    record = manifest["stages"].get("shingle")
+    if record is not None and manifest.get("reported") != record["run"]:
         work.set(reported=record["run"])
 
 
@@ -884,9 +894,10 @@ def query(work: WorkDir, paths: list[str], stdin, threshold: float | None) -> tu
     records, values, offsets = shingle_documents(((doc, {}) for doc in documents), params, problems)
     if not records:
         return [], problems
-    keys = lsh.band_keys(signatures(values, offsets, signature_params), bands, rows)
-    ids = load_catalog(work, shingle_record).ids
-    order = pairing_order(load_catalog(work, shingle_record))
+    query_signatures = signatures(values, offsets, signature_params)
+    keys = lsh.band_keys(query_signatures, bands, rows)
+    catalog = load_catalog(work, shingle_record)
+    ids, order = catalog.ids, pairing_order(catalog)
     found = []
     starts = part_starts(shingle_record)
     index_keys = np.concatenate([work.load_array(work.part("band", n, "npy"), "band", mmap=True)[:]
@@ -906,7 +917,7 @@ def query(work: WorkDir, paths: list[str], stdin, threshold: float | None) -> tu
     vb, lb = sets.gather_sets(shingles, starts, pairs[:, 1])
     inter = sets.intersection_sizes(va, la, vb, lb)
     similarity = sets.jaccard(inter, la, lb)
-    sig_a = signatures(values, offsets, signature_params)[pairs[:, 0]]
+    sig_a = query_signatures[pairs[:, 0]]
     sig_b = sets.gather_rows(PartitionArrays(work, "signature", ("npy",), shingle_record["shards"]), starts,
                              pairs[:, 1])
     estimate = (sig_a == sig_b).mean(axis=1) if len(pairs) else np.empty(0)

@@ -145,7 +145,7 @@ class WorkDir:
         manifest.update(settings)
         with atomic_file(self.root / MANIFEST, "w") as f:
             json.dump(manifest, f, indent=1, sort_keys=True)
-        self.collect_garbage()
+        self.collect_garbage(manifest["stages"])
 
     def begin(self) -> None:
         """Start a transaction: records and settings stay in memory until commit()."""
@@ -157,30 +157,23 @@ class WorkDir:
         if pending:
             self._write(**pending)
 
-    def collect_garbage(self) -> None:
-        """Remove stage files that no stored record lists (earlier runs' shards and outputs). Never during a
-        transaction, and only by the holder of the lock."""
-        if self._pending is not None:
-            return
-        stages = self._stored_manifest()["stages"]
-        for name in STAGES:
-            folder = self.root / name
-            if not folder.is_dir():
+    def collect_garbage(self, stages: dict) -> None:
+        """Remove stage files that the stored records (`stages`) do not list: earlier runs' shards and outputs.
+        Called after the manifest is written, so only by the holder of the lock and never inside a transaction."""
+        for stage in STAGES:
+            folder, record = self.root / stage, stages.get(stage)
+            if record is None or not folder.is_dir():
                 continue
-            record = stages.get(name)
-            if record is None:
-                continue
-            keep = {self.output(name, file, record["key"]).name for file in record.get("files", {})}
-            shards = {f"part-{n:05d}." for n in record.get("shards", ())}
-            limit = record.get("next_shard", 0)
+            keep = {self.output(stage, file, record["key"]).name for file in record.get("files", {})}
+            shards, limit = set(record.get("shards", ())), record.get("next_shard", 0)
             for path in folder.iterdir():
-                name_ = path.name
-                if name_ in keep or name_.startswith("."):
+                name = path.name
+                if name in keep or name.startswith("."):  # listed, or another process's temporary file
                     continue
-                if name_.startswith("part-"):
-                    number = name_[5:10]
-                    if name_[:11] in shards or not number.isdigit() or int(number) >= limit:
-                        continue  # listed, or work of a run not yet committed
+                if name.startswith("part-"):
+                    number = name[len("part-"):].split(".", 1)[0]
+                    if not number.isdigit() or int(number) in shards or int(number) >= limit:
+                        continue  # a listed shard, or work of a run not yet committed
                 with contextlib.suppress(OSError):
                     path.unlink()
 
