@@ -578,7 +578,8 @@ def run(ctx, paths, unit, k, whitespace, strip_punct, num_perm, seed, minhash, t
         stages.check_fixed_parameters(runner.work, {
             "shingle": stages.shingle_content(shingle_params, source_params),
             "signature": dataclasses.asdict(signature_params), "band": dataclasses.asdict(band_params)})
-    stages.shingle(runner, list(paths), source_params, shingle_params, references=references, rebuild=rebuild)
+    stages.shingle(runner, list(paths), source_params, shingle_params, references=references, rebuild=rebuild,
+                   then=(signature_params, band_params))
     stages.signature(runner, signature_params)
     stages.band(runner, threshold, bands, rows)
     stages.candidates(runner, CandidateParams(max_bucket))

@@ -11,6 +11,7 @@ import fnmatch
 import functools
 import hashlib
 import json
+import operator
 import os
 import re
 import stat
@@ -84,9 +85,10 @@ def read_path_list(stream, null: bool) -> list[str]:
 
 
 def list_items(args: list[str], params: SourceParams, stdin=None, spool: Callable | None = None) -> Listing:
-    """Every Item under the given arguments, sorted by id (so the result does not depend on listing order)."""
+    """Every Item under the given arguments, sorted by id (so the result does not depend on listing order); an
+    item found under two arguments is listed once."""
     skipped = {"hidden": 0, "symlink": 0, "excluded": 0}
-    items: dict[str, Item] = {}
+    found: list[Item] = []
     expanded: list[str] = []
     for arg in args:
         if arg == "-" and not params.jsonl:
@@ -95,8 +97,7 @@ def list_items(args: list[str], params: SourceParams, stdin=None, spool: Callabl
             expanded.append(arg)
     for arg in expanded:
         if params.jsonl:
-            for item in _jsonl_items(arg, params, stdin, spool):
-                items.setdefault(item.id, item)
+            found.extend(_jsonl_items(arg, params, stdin, spool))
             continue
         try:
             st = os.stat(arg)
@@ -105,13 +106,18 @@ def list_items(args: list[str], params: SourceParams, stdin=None, spool: Callabl
         except OSError as e:
             raise InputError(f"{arg}: cannot read ({e.strerror})") from None
         if stat.S_ISDIR(st.st_mode):
-            for item in _walk(arg, params, skipped):
-                items.setdefault(item.id, item)
+            found.extend(_walk(arg, params, skipped))
         elif stat.S_ISREG(st.st_mode):
-            items.setdefault(arg, Item("file", arg, arg, st.st_size, st.st_mtime_ns, inode=st.st_ino))
+            found.append(Item("file", arg, arg, st.st_size, st.st_mtime_ns, inode=st.st_ino))
         else:
             raise InputError(f"{arg}: not a regular file or folder")
-    return Listing(sorted(items.values(), key=lambda i: (i.id, i.start)), skipped, expanded)
+    found.sort(key=_ORDER)  # stable: of equal ids, the first found stays first
+    if len(expanded) > 1:
+        found = [item for i, item in enumerate(found) if i == 0 or _ORDER(found[i - 1]) != _ORDER(item)]
+    return Listing(found, skipped, expanded)
+
+
+_ORDER = operator.attrgetter("id", "start")
 
 
 def _wanted(rel: str, name: str, params: SourceParams) -> bool:
@@ -120,39 +126,50 @@ def _wanted(rel: str, name: str, params: SourceParams) -> bool:
     return (not params.include or match(params.include)) and not match(params.exclude)
 
 
-def _walk(root: str, params: SourceParams, skipped: dict) -> Iterator[Item]:
-    """Files below root, depth first; hidden entries and symlinks skipped unless asked; no loop can recur."""
+def _walk(root: str, params: SourceParams, skipped: dict) -> list[Item]:
+    """Files below root, depth first; hidden entries and symlinks skipped unless asked; no loop can recur.
+    The loop body runs once per file of a folder of a million: it is kept to plain attribute reads."""
     seen_dirs = {_dir_identity(root)}
     stack = [(root, "")]
     filtered = bool(params.include or params.exclude)  # else every file is wanted: no pattern matching per file
+    hidden, follow_links = params.hidden, params.follow_links
+    files: list[Item] = []
+    make = Item._make
     while stack:
         folder, rel_folder = stack.pop()
         try:
-            entries = list(os.scandir(folder))
+            with os.scandir(folder) as listed:
+                entries = list(listed)
         except OSError as e:
             raise InputError(f"{folder}: cannot list folder ({e.strerror})") from None
         for entry in entries:
-            if entry.name.startswith(".") and not params.hidden:
+            if not hidden and entry.name[0] == ".":
                 skipped["hidden"] += 1
                 continue
-            if entry.is_symlink() and not params.follow_links:
+            if not follow_links and entry.is_symlink():
                 skipped["symlink"] += 1
                 continue
             try:
-                st = entry.stat(follow_symlinks=True)
+                st = entry.stat()
             except OSError:  # dangling link or vanished
                 skipped["symlink" if entry.is_symlink() else "excluded"] += 1
                 continue
-            if stat.S_ISDIR(st.st_mode):
+            kind = st.st_mode & _S_IFMT
+            if kind == stat.S_IFREG:
+                if not filtered or _wanted(f"{rel_folder}{entry.name}", entry.name, params):
+                    path = entry.path
+                    files.append(make(("file", path, path, st.st_size, st.st_mtime_ns, 0, 0, 1, st.st_ino)))
+                else:
+                    skipped["excluded"] += 1
+            elif kind == stat.S_IFDIR:
                 ident = (st.st_dev, st.st_ino)
                 if ident not in seen_dirs:
                     seen_dirs.add(ident)
                     stack.append((entry.path, f"{rel_folder}{entry.name}/"))
-            elif stat.S_ISREG(st.st_mode):
-                if not filtered or _wanted(f"{rel_folder}{entry.name}", entry.name, params):
-                    yield Item("file", entry.path, entry.path, st.st_size, st.st_mtime_ns, inode=st.st_ino)
-                else:
-                    skipped["excluded"] += 1
+    return files
+
+
+_S_IFMT = 0o170000
 
 
 def _dir_identity(path: str) -> tuple[int, int]:

@@ -38,6 +38,7 @@ class Runner:
     engine: object
     log: Callable[[str], None]
     soft_errors: int = 0  # problems that let the run finish but make the exit status 2 (unreadable files)
+    ahead: set = dataclasses.field(default_factory=set)  # (stage, shard) done by an earlier stage's task this run
 
 
 # ---------------------------------------------------------------------------------------------- chain checks
@@ -134,7 +135,7 @@ def _map_partitions(runner: Runner, stage: str, fn, shards: list[int], keys: lis
     pick = lambda per_part: [per_part[i] for i in todo] if per_part else None  # noqa: E731
     runner.engine.map(fn, [make_task(i) for i in todo], desc=stage, sizes=pick(sizes), unit=unit, docs=pick(docs),
                       nbytes=pick(nbytes))
-    return len(keys) - len(todo)
+    return len(keys) - len(todo) - sum((stage, n) in runner.ahead for n in shards)
 
 
 # ---------------------------------------------------------------------------------------------- 1. shingle
@@ -151,6 +152,7 @@ class PartitionTask:
     source: SourceParams | None = None
     only: frozenset | None = None  # shingle: only these document ids of the items (the rest are indexed already)
     cwd: str = ""  # what relative paths of items are relative to (resolving a million items here costs seconds)
+    then: tuple = ()  # shingle: (signature key, params, band key, params) to do with the sets still in memory
 
     def __post_init__(self):
         _absolute(self, "root")
@@ -213,6 +215,10 @@ def shingle_partition(task: PartitionTask) -> int:
     work.save_array(work.part("shingle", task.index, "offsets.npy"), offsets)
     work.mark_part_done("shingle", task.index, task.key, suffixes=SHINGLE_FILES, stats={
         "docs": len(records), "bytes": sum(r["size"] for r in records), **problems})
+    if task.then:  # the next two stages' files for this shard, as their own tasks would write them
+        sig_key, sig_params, bands_key, band_params = task.then
+        _save_band_keys(work, task.index, bands_key, band_params,
+                        _save_signatures(work, task.index, sig_key, sig_params, values, offsets))
     return len(records)
 
 
@@ -253,10 +259,13 @@ def shingle_content(params: ShingleParams, source: SourceParams) -> dict:
 
 
 def shingle(runner: Runner, args: list[str], source: SourceParams, params: ShingleParams, stdin=None,
-            references: tuple[str, ...] = (), rebuild: bool = False) -> dict:
+            references: tuple[str, ...] = (), rebuild: bool = False,
+            then: tuple[SignatureParams, BandParams] | None = None) -> dict:
     """Bring the shards up to the inputs: only new and changed documents are read and shingled, into new shards;
     deleted ones are marked dead. references: folders or files whose documents are always keepers; rebuild:
-    read every document again, into new shards."""
+    read every document again, into new shards. then: the parameters of the signature and band stages about to
+    run, whose files for the new shards are then written by the same task, from the sets still in memory (one
+    task per shard instead of three, and no reading back)."""
     work = runner.work
     listing = corpus.list_items([*args, *references], source, stdin, spool=work.spool)
     inputs = [{"path": p, "reference": i >= len(listing.args) - len(references)} for i, p in enumerate(listing.args)]
@@ -303,10 +312,17 @@ def shingle(runner: Runner, args: list[str], source: SourceParams, params: Shing
     if params.unit == "word" and parts:
         word_characters()  # built once here, inherited by the forked workers
     part_bytes = [sum(item.size for item in part) for part in parts]
+    def downstream(i: int) -> tuple:
+        if then is None:
+            return ()
+        sig_key = signature_key(then[0], new_keys[i])
+        runner.ahead.update({("signature", new_shards[i]), ("band", new_shards[i])})
+        return sig_key, then[0], band_key(then[1], sig_key), then[1]
+
     reused = _map_partitions(
         runner, "shingle", shingle_partition, new_shards, new_keys, SHINGLE_FILES,
         lambda i: PartitionTask(str(work.root), new_shards[i], new_keys[i], params, tuple(parts[i]), source,
-                                tasks_only[i]),
+                                tasks_only[i], then=downstream(i)),
         sizes=part_bytes, unit="B", nbytes=part_bytes)
     totals: dict = {"skipped": listing.skipped}
     added = []
@@ -455,9 +471,19 @@ def signature_partition(task: PartitionTask) -> None:
     work = WorkDir(task.root)
     values = work.load_array(work.part("shingle", task.index, "values.npy"), "shingle")
     offsets = work.load_array(work.part("shingle", task.index, "offsets.npy"), "shingle")
-    sig = signatures(values, offsets, task.params)
-    work.save_array(work.part("signature", task.index, "npy"), sig)
-    work.mark_part_done("signature", task.index, task.key, suffixes=("npy",), stats={"docs": len(sig)})
+    _save_signatures(work, task.index, task.key, task.params, values, offsets)
+
+
+def _save_signatures(work: WorkDir, shard: int, key: str, params: SignatureParams, values, offsets) -> np.ndarray:
+    sig = signatures(values, offsets, params)
+    work.save_array(work.part("signature", shard, "npy"), sig)
+    work.mark_part_done("signature", shard, key, suffixes=("npy",), stats={"docs": len(sig)})
+    return sig
+
+
+def signature_key(params: SignatureParams, shingle_key: str) -> str:
+    """The key of a shard's signatures: its shingle key and the signature parameters."""
+    return digest("signature", FORMAT, params, shingle_key)
 
 
 def signatures(values: np.ndarray, offsets: np.ndarray, params: SignatureParams) -> np.ndarray:
@@ -471,7 +497,7 @@ def signatures(values: np.ndarray, offsets: np.ndarray, params: SignatureParams)
 def signature(runner: Runner, params: SignatureParams) -> dict:
     work = runner.work
     upstream = require(work, "shingle", consumer="signature")
-    keys = [digest("signature", FORMAT, params, k) for k in upstream["partitions"]]
+    keys = [signature_key(params, k) for k in upstream["partitions"]]
     key = digest("signature", keys, upstream["key"])  # a new catalog over the same shards: a new record
     shards = upstream["shards"]
     record = _up_to_date(work, "signature", key)
@@ -493,9 +519,18 @@ def signature(runner: Runner, params: SignatureParams) -> dict:
 
 def band_partition(task: PartitionTask) -> None:
     work = WorkDir(task.root)
-    sig = work.load_array(work.part("signature", task.index, "npy"), "signature")
-    work.save_array(work.part("band", task.index, "npy"), lsh.band_keys(sig, task.params.bands, task.params.rows))
-    work.mark_part_done("band", task.index, task.key, suffixes=("npy",), stats={"docs": len(sig)})
+    _save_band_keys(work, task.index, task.key, task.params,
+                    work.load_array(work.part("signature", task.index, "npy"), "signature"))
+
+
+def _save_band_keys(work: WorkDir, shard: int, key: str, params: BandParams, sig: np.ndarray) -> None:
+    work.save_array(work.part("band", shard, "npy"), lsh.band_keys(sig, params.bands, params.rows))
+    work.mark_part_done("band", shard, key, suffixes=("npy",), stats={"docs": len(sig)})
+
+
+def band_key(params: BandParams, signature_key: str) -> str:
+    """The key of a shard's band keys: its signature key and (b, r)."""
+    return digest("band", FORMAT, params, signature_key)
 
 
 def choose_bands(num_perm: int, threshold: float | None, bands: int | None, rows: int | None) -> BandParams:
@@ -522,7 +557,7 @@ def band(runner: Runner, threshold: float | None = None, bands: int | None = Non
     upstream = require(work, "signature", consumer="band")
     num_perm = upstream["params"]["num_perm"]
     params = choose_bands(num_perm, threshold, bands, rows)
-    keys = [digest("band", FORMAT, params, k) for k in upstream["partitions"]]
+    keys = [band_key(params, k) for k in upstream["partitions"]]
     key = digest("band", keys, upstream["key"])
     summary = describe_bands(params, num_perm)
     shards = upstream["shards"]

@@ -78,6 +78,24 @@ def test_jobs_and_partitioning_do_not_change_output(corpus, tmp_path):
     assert len(outs) == 1 and len(next(iter(outs))) > 0
 
 
+
+def test_run_signs_and_bands_in_the_shingle_tasks_with_the_stages_own_bytes(corpus, tmp_path):
+    """`run` writes the signature and band files of a shard in its shingle task; every work-dir file must be the
+    one the separate stages write, and those stages must find the shards done (nothing reported as reused)."""
+    folder, _ = corpus
+    fused = invoke("-w", tmp_path / "run", "run", folder, "--jobs", 2, "--partition-docs", 40)
+    chained = invoke("-w", tmp_path / "chain", "--jobs", 2, "shingle", folder, "--partition-docs", 40, "signature",
+                     "band", "candidates", "verify")
+    assert fused.exit_code == chained.exit_code == 0 and fused.stdout == chained.stdout != ""
+    assert "reused" not in fused.stderr
+
+    def files(root):
+        return {str(p.relative_to(root)): p.read_bytes() for p in root.rglob("*")
+                if p.is_file() and p.name not in ("manifest.json", "lock")}
+    assert files(tmp_path / "run") == files(tmp_path / "chain")
+    assert len([name for name in files(tmp_path / "run") if name.startswith("band/part-")]) > 2
+
+
 def test_formats(tmp_path):
     w = tmp_path / "w"
     records = [json.loads(line) for line in invoke("-w", w, "run", SAMPLE, "--format", "jsonl").stdout.splitlines()]

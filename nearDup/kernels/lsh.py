@@ -6,6 +6,8 @@ s* = ((r - 1) / (b*r - 1))^(1/r).
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from .hashing import U64, combine
@@ -49,6 +51,7 @@ def error_areas(threshold: float, bands: np.ndarray, rows: np.ndarray) -> tuple[
 FP_WEIGHT, FN_WEIGHT = 0.1, 0.9
 
 
+@functools.lru_cache(maxsize=64)  # ~50 ms a call, and a run asks in several stages
 def optimal_bands(threshold: float, num_perm: int, fp_weight: float = FP_WEIGHT,
                   fn_weight: float = FN_WEIGHT) -> tuple[int, int]:
     """(b, r) with b*r <= num_perm minimising fp_weight * FP + fn_weight * FN (the criterion of datasketch's
