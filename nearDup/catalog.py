@@ -70,6 +70,13 @@ class Catalog:
             column = self.columns[field] = [v.decode("utf-8", "surrogatepass") for v in column.tolist()]
         return column
 
+    def ids_of(self, rows) -> dict[int, str]:
+        """{n: id} for a few rows, without decoding the whole column (verify names ~1,000 of 100,000)."""
+        column = self.columns["id"]
+        if isinstance(column, list):
+            return {n: column[n] for n in rows}
+        return {n: column[n].decode("utf-8", "surrogatepass") for n in rows}
+
     def id_bytes(self) -> np.ndarray:
         """The ids as a bytes array (UTF-8, surrogates kept): what numpy can sort and compare quickly."""
         column = self.columns["id"]

@@ -251,17 +251,19 @@ def decode(data: bytes) -> tuple[str, bool] | None:
         return data.decode("utf-8", "replace"), True
 
 
-def read_documents(items: list[Item], params: SourceParams, problems: dict, cwd: str = "") -> Iterator[Document]:
-    """The documents of a partition, in order; relative item paths are taken relative to cwd (default: the
-    working directory). Unreadable, vanished and binary files, and bad JSONL lines, are counted in problems (with
+def read_documents(items: list[Item], params: SourceParams, problems: dict,
+                   cwd: str = "") -> Iterator[tuple[Item, Document]]:
+    """The documents of a partition, in order, each with its item; relative item paths are taken relative to cwd
+    (default: the working directory). Unreadable, vanished and binary files, and bad JSONL lines, are counted in problems (with
     messages) and skipped; JSONL errors raise InputError when params.strict."""
     for item in items:
         path = os.path.join(cwd, item.path) if cwd and item.path[:1] != "/" else item.path
         if item.kind == "jsonl":
-            yield from _read_jsonl(item, path, params, problems)
+            for doc in _read_jsonl(item, path, params, problems):
+                yield item, doc
             continue
         if item.size > STREAM_BYTES:
-            yield _streamed(item, path)
+            yield item, _streamed(item, path)
             continue
         try:
             data = _read_file(path, item.size)
@@ -277,7 +279,7 @@ def read_documents(items: list[Item], params: SourceParams, problems: dict, cwd:
             continue
         text, replaced = decoded
         sha = hashlib.blake2b(data, digest_size=16).hexdigest()
-        yield Document(item.id, text, len(data), item.mtime_ns, sha, replaced)
+        yield item, Document(item.id, text, len(data), item.mtime_ns, sha, replaced)
 
 
 def content_hashes(item: Item, params: SourceParams) -> Iterator[tuple[str, str]]:

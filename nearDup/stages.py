@@ -203,11 +203,9 @@ def shingle_partition(task: PartitionTask) -> int:
     problems: dict = {}
 
     def documents():
-        for item in task.items:
-            extra = {"item": item_digest(item), "inode": item.inode}
-            for doc in corpus.read_documents([item], task.source, problems, task.cwd):
-                if task.only is None or doc.id in task.only:
-                    yield doc, extra
+        for item, doc in corpus.read_documents(task.items, task.source, problems, task.cwd):
+            if task.only is None or doc.id in task.only:
+                yield doc, {"item": item_digest(item), "inode": item.inode}
 
     records, values, offsets = shingle_documents(documents(), task.params, problems)
     work.save_table(work.part("shingle", task.index, "docs.npz"), shard_columns(records))
@@ -767,7 +765,8 @@ def verify(runner: Runner, params: VerifyParams) -> dict:
     sizes = np.concatenate([sizes, fresh_sizes])
     order = np.argsort(_pair_codes(accepted), kind="stable")
     accepted, scores, sizes = accepted[order], scores[order], sizes[order]
-    out = _pair_records(load_catalog(work, shingle_record).ids, accepted, scores, sizes)
+    out = _pair_records(load_catalog(work, shingle_record).ids_of(np.unique(accepted).tolist()), accepted, scores,
+                        sizes)
     work.save_array(work.output("verify", "checked.npy", key), pairs)
     work.save_array(work.output("verify", "pairs.npy", key), accepted)
     work.save_array(work.output("verify", "scores.npy", key), scores)
@@ -784,7 +783,7 @@ def verify(runner: Runner, params: VerifyParams) -> dict:
     return record
 
 
-def _pair_records(ids: list[str], accepted: np.ndarray, scores: np.ndarray, sizes: np.ndarray) -> list[dict]:
+def _pair_records(ids, accepted: np.ndarray, scores: np.ndarray, sizes: np.ndarray) -> list[dict]:
     """The verified pairs with ids, scores and set sizes (|A ∩ B|, |A ∪ B|), best first, then by id: an order
     that does not depend on how the documents were numbered."""
     out = []
@@ -925,7 +924,7 @@ def query(work: WorkDir, paths: list[str], stdin, threshold: float | None) -> tu
         documents = [corpus.Document("-", decoded[0], len(raw), 0, "", decoded[1])]
     else:
         items = corpus.list_items(list(paths), source).items
-        documents = list(corpus.read_documents(items, source, problems))
+        documents = [doc for _, doc in corpus.read_documents(items, source, problems)]
     records, values, offsets = shingle_documents(((doc, {}) for doc in documents), params, problems)
     if not records:
         return [], problems
