@@ -22,6 +22,7 @@ test: $(BIN)/neardup
 bench: $(BIN)/neardup
 	$(BIN)/pip install --quiet -e '.[bench]'
 	$(BIN)/python bench/run.py
+	$(BIN)/python bench/scaling.py
 
 clean:
 	rm -rf $(VENV) bench/out
