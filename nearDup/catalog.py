@@ -74,11 +74,10 @@ class Catalog:
             return self._decoded[field]
         return column
 
-    def _utf8(self, field: str) -> list[bytes]:
-        """A TEXT column as UTF-8 bytes, from whichever form it is held in."""
+    def _stored_column(self, field: str) -> np.ndarray:
+        """A column in its stored form (TEXT as a UTF-8 bytes array), whichever form it is held in."""
         column = self.columns[field]
-        return column.tolist() if isinstance(column, np.ndarray) else [v.encode("utf-8", "surrogatepass")
-                                                                        for v in column]
+        return _encoded(column) if isinstance(column, list) else column
 
     def ids_of(self, rows) -> dict[int, str]:
         """{n: id} for a few rows, without decoding the whole column (verify names ~1,000 of 100,000)."""
@@ -89,12 +88,11 @@ class Catalog:
 
     def id_bytes(self) -> np.ndarray:
         """The ids as a bytes array (UTF-8, surrogates kept): what numpy can sort and compare quickly."""
-        column = self.columns["id"]
-        return _encoded(column) if isinstance(column, list) else column
+        return self._stored_column("id")
 
     def stored(self) -> dict:
         """The columns to save: text as UTF-8 bytes arrays."""
-        return {f: (_encoded(c) if isinstance(c, list) else c) for f, c in self.columns.items()}
+        return {f: self._stored_column(f) for f in self.columns}
 
     def row(self, n: int) -> dict:
         return {f: (self[f][n] if f in TEXT else int(self.columns[f][n])) for f in (*TEXT, *NUMBERS)}
@@ -119,14 +117,14 @@ class Catalog:
 
     def same(self, other: "Catalog") -> bool:
         return all(self.columns[f] is other.columns[f] or
-                   ((self._utf8(f) == other._utf8(f)) if f in TEXT else np.array_equal(self.columns[f], other.columns[f]))
+                   np.array_equal(self._stored_column(f), other._stored_column(f))
                    for f in self.columns)
 
     def fingerprint(self) -> str:
         """A digest of every row: the shingle stage key changes when any id, stat, hash or liveness does."""
         h = hashlib.blake2b(digest_size=16)
         for f in TEXT:
-            h.update(b"\0".join(self._utf8(f)) + b"\1")
+            h.update(b"\0".join(self._stored_column(f).tolist()) + b"\1")
         for f in NUMBERS:
             h.update(np.ascontiguousarray(self.columns[f], np.int64).tobytes())
         return h.hexdigest()

@@ -254,8 +254,8 @@ def decode(data: bytes) -> tuple[str, bool] | None:
 def read_documents(items: list[Item], params: SourceParams, problems: dict,
                    cwd: str = "") -> Iterator[tuple[Item, Document]]:
     """The documents of a partition, in order, each with its item; relative item paths are taken relative to cwd
-    (default: the working directory). Unreadable, vanished and binary files, and bad JSONL lines, are counted in problems (with
-    messages) and skipped; JSONL errors raise InputError when params.strict."""
+    (default: the working directory). Unreadable, vanished and binary files, and bad JSONL lines, are counted in
+    problems (with messages) and skipped; JSONL errors raise InputError when params.strict."""
     for item in items:
         path = os.path.join(cwd, item.path) if cwd and item.path[:1] != "/" else item.path
         if item.kind == "jsonl":

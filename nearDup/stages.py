@@ -310,7 +310,9 @@ def shingle(runner: Runner, args: list[str], source: SourceParams, params: Shing
     if params.unit == "word" and parts:
         word_characters()  # built once here, inherited by the forked workers
     part_bytes = [sum(item.size for item in part) for part in parts]
+
     def downstream(i: int) -> tuple:
+        """The signature and band work of new shard i for its shingle task (made only for shards run now)."""
         if then is None:
             return ()
         sig_key = signature_key(then[0], new_keys[i])
