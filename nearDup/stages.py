@@ -586,38 +586,78 @@ def describe_bands(params: BandParams, num_perm: int) -> str:
 
 @dataclasses.dataclass(frozen=True)
 class BandTask:
-    """The candidate pairs of a few bands: their columns of band keys, for the documents listed in `order`."""
+    """The candidate pairs of a few bands, and their band index (each band's keys sorted, with their documents)
+    written to `index` (keys .npy, docs .npy; shape (bands, documents)) for the next run and for `query`.
+
+    previous: (order .npy, keys .npy, docs .npy, documents then) of the last run's index of these bands. The task
+    then merges the new documents into that index and returns the change in candidate pairs (with counts -1 and
+    +1), computed over the touched buckets only: those holding a new, changed or deleted document, or too large."""
 
     root: str
     bands: tuple
     order: str  # the .npy of the global numbers of the documents that can pair, in id order
     shards: tuple
+    starts: tuple  # global number of each shard's first document
+    documents: int  # in all shards, live or dead
     max_bucket: int
+    index: tuple
+    previous: tuple = ()
+    large_keys: tuple = ()  # per band, the keys (as int64) of the last run's large buckets
 
     def __post_init__(self):
         _absolute(self, "root", "order")
+        _resolved(self, index=tuple(os.path.join(os.getcwd(), p) for p in self.index),
+                  previous=tuple(os.path.join(os.getcwd(), p) if isinstance(p, str) else p for p in self.previous))
 
 
 BANDS_PER_TASK = 4  # each task reads every band shard once; fixed, so tasks never depend on --jobs
 
 
-def band_candidates(task: BandTask) -> tuple[np.ndarray, np.ndarray]:
-    """(distinct pairs of global numbers, large buckets (band, anchor, size)) of the task's bands. Buckets are cut
-    by the keys of the documents in id order, so a large bucket's anchor is its first document by id, however the
-    shards were appended."""
+def _band_keys(work: WorkDir, task: BandTask, first: int = 0) -> np.ndarray:
+    """The task's columns of band keys of every document numbered first or more (whole shards from there)."""
+    parts = [work.load_array(work.part("band", n, "npy"), "band", mmap=True)[:, list(task.bands)]
+             for n, start in zip(task.shards, task.starts) if start >= first]
+    return np.concatenate(parts) if parts else np.empty((0, len(task.bands)), np.uint64)
+
+
+def band_candidates(task: BandTask) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(distinct pairs of global numbers, their counts, large buckets (band, anchor, size, key)) of the task's
+    bands. A large bucket's anchor is its first document by id, however the shards were appended."""
     work = WorkDir(task.root)
     order = work.load_array(Path(task.order), "candidates")
-    bands = list(task.bands)
-    keys = np.concatenate([work.load_array(work.part("band", n, "npy"), "band", mmap=True)[:, bands]
-                           for n in task.shards]) if task.shards else np.empty((0, len(bands)), np.uint64)
-    keys = keys[order]
-    found, large = [], []
-    for j, band in enumerate(bands):
-        pairs, big = lsh.bucket_pairs(np.ascontiguousarray(keys[:, j]), np.arange(len(order), dtype=np.int64),
-                                      task.max_bucket)
-        found.append(np.sort(order[pairs], axis=1))
-        large.append(np.stack([np.full(len(big), band), order[big[:, 0]], big[:, 1]], axis=1).reshape(-1, 3))
-    return lsh.unique_pairs(np.concatenate(found)), np.concatenate(large).astype(np.int64)
+    rank = np.full(task.documents, -1, np.int64)
+    rank[order] = np.arange(len(order))
+    found, counts, large, index = [], [], [], []
+    if task.previous:
+        old_order_path, old_keys_path, old_docs_path, old_total = task.previous
+        old_order = work.load_array(Path(old_order_path), "candidates")
+        old_rank = np.full(old_total, -1, np.int64)
+        old_rank[old_order] = np.arange(len(old_order))
+        old_keys = work.load_array(Path(old_keys_path), "candidates")
+        old_docs = work.load_array(Path(old_docs_path), "candidates")
+        dead = rank[:old_total] < 0
+        new = np.sort(order[order >= old_total])
+        new_keys = _band_keys(work, task, old_total)[new - old_total]
+    else:
+        members = np.sort(order)
+        keys = _band_keys(work, task)[members]
+    for j, band in enumerate(task.bands):
+        if task.previous:
+            (sk, sn), lost, pairs, big = lsh.update_band(old_keys[j], old_docs[j], old_rank, task.large_keys[j],
+                                                         dead, new_keys[:, j], new, rank, task.max_bucket)
+            found += [lost, pairs]
+            counts += [np.full(len(lost), -1, np.int64), np.ones(len(pairs), np.int64)]
+        else:
+            sk, sn = lsh.band_index(np.ascontiguousarray(keys[:, j]), members)
+            pairs, big = lsh.bucket_pairs(sk, sn, task.max_bucket, rank)
+            found.append(pairs)
+            counts.append(np.ones(len(pairs), np.int64))
+        index.append((sk, sn))
+        large.append(np.concatenate([np.full((len(big), 1), band), big], axis=1))
+    work.save_array(Path(task.index[0]), np.stack([k for k, _ in index]))
+    work.save_array(Path(task.index[1]), np.stack([d for _, d in index]))
+    pairs, counts = lsh.count_pairs(np.concatenate(found), np.concatenate(counts))
+    return pairs, counts, np.concatenate(large).astype(np.int64)
 
 
 def pairing_order(catalog: Catalog) -> np.ndarray:
@@ -630,7 +670,29 @@ def pairing_order(catalog: Catalog) -> np.ndarray:
     return numbers.astype(np.int64)
 
 
+def _index_files(bands: int) -> list[tuple[int, str, str]]:
+    """(first band, keys file, docs file) of each task's part of the band index."""
+    return [(lo, f"index-{lo:03d}.keys.npy", f"index-{lo:03d}.docs.npy") for lo in range(0, bands, BANDS_PER_TASK)]
+
+
+def _previous_candidates(work: WorkDir, basis: dict) -> dict | None:
+    """The last candidates record if this run can update its band index and pairs instead of starting again:
+    same signatures, bands and --max-bucket, and shards that are a prefix of today's (a global number still means
+    the same document), its files intact."""
+    record = work.read_manifest()["stages"].get("candidates")
+    if record is None or "basis" not in record or _up_to_date(work, "candidates", record["key"]) is None:
+        return None
+    old = record["basis"]
+    if any(old[f] != basis[f] for f in ("signature", "bands", "max_bucket")) or \
+            old["shards"] != basis["shards"][:len(old["shards"])]:
+        return None
+    return record
+
+
 def candidates(runner: Runner, params: CandidateParams) -> dict:
+    """Pairs of documents that share a bucket in at least one band. With the last run's band index (an index, or
+    a work dir run again after a change), only the buckets that a new, changed or deleted document touches are
+    looked at: the pairs of the others are the last run's."""
     work = runner.work
     upstream, key, record = _begin(runner, "candidates", params)
     shingle_record = require(work, "shingle")
@@ -641,19 +703,50 @@ def candidates(runner: Runner, params: CandidateParams) -> dict:
     order_path = work.output("candidates", "order.npy", key)
     work.save_array(order_path, pairing_order(docs.catalog))
     bands = upstream["params"]["bands"]
+    basis = {"signature": work.read_manifest()["stages"]["signature"]["params"], "bands": upstream["params"],
+             "max_bucket": params.max_bucket, "shards": shingle_record["partitions"],
+             "documents": int(sum(shingle_record["docs"]))}
+    previous = _previous_candidates(work, basis)
+    if previous is not None:
+        old_large = work.load_jsonl(work.output("candidates", "large_buckets.jsonl", previous["key"]), "candidates")
+    files = _index_files(bands)
     tasks = [BandTask(str(work.root), tuple(range(lo, min(lo + BANDS_PER_TASK, bands))), str(order_path),
-                      tuple(shingle_record["shards"]), params.max_bucket) for lo in range(0, bands, BANDS_PER_TASK)]
+                      tuple(shingle_record["shards"]), tuple(part_starts(shingle_record).tolist()),
+                      basis["documents"], params.max_bucket,
+                      (str(work.output("candidates", k, key)), str(work.output("candidates", d, key))),
+                      previous=(str(work.output("candidates", "order.npy", previous["key"])),
+                                str(work.output("candidates", k, previous["key"])),
+                                str(work.output("candidates", d, previous["key"])),
+                                previous["basis"]["documents"]) if previous else (),
+                      large_keys=tuple(tuple(b["key"] for b in old_large if b["band"] == j)
+                                       for j in range(lo, min(lo + BANDS_PER_TASK, bands))) if previous else ())
+             for lo, k, d in files]
     results = runner.engine.map(band_candidates, tasks, desc="candidates", sizes=[len(t.bands) for t in tasks],
                                 unit="band")
-    pairs = lsh.unique_pairs(np.concatenate([p for p, _ in results] or [np.empty((0, 2), np.int64)]))
-    large = [{"band": int(j), "anchor": int(a), "size": int(n)} for _, big in results for j, a, n in big.tolist()]
+    found = [p for p, _, _ in results]
+    counts = [c for _, c, _ in results]
+    if previous is not None:
+        found.append(work.load_array(work.output("candidates", "pairs.npy", previous["key"]), "candidates"))
+        counts.append(work.load_array(work.output("candidates", "counts.npy", previous["key"]), "candidates"))
+    pairs, counts = lsh.count_pairs(np.concatenate(found or [np.empty((0, 2), np.int64)]),
+                                    np.concatenate(counts or [np.empty(0, np.int64)]))
+    if (counts < 0).any():
+        raise WorkDirError(f"{work.root}: the stored candidate pairs do not match the band index; run again with "
+                           f"--rebuild (an index) or --force")
+    pairs, counts = pairs[counts > 0], counts[counts > 0]
+    large = sorted(({"band": int(j), "anchor": int(a), "size": int(n), "key": int(k)}
+                    for _, _, big in results for j, a, n, k in big.tolist()),
+                   key=lambda b: (b["band"], b["key"] % 2**64))
     work.save_array(work.output("candidates", "pairs.npy", key), pairs)
+    work.save_array(work.output("candidates", "counts.npy", key), counts)
     work.save_jsonl(work.output("candidates", "large_buckets.jsonl", key), large)
-    record = {"key": key, "params": asdict(params), "upstream": upstream["key"],
-              "files": _files(work, "candidates", key, "order.npy", "pairs.npy", "large_buckets.jsonl"),
+    record = {"key": key, "params": asdict(params), "upstream": upstream["key"], "basis": basis,
+              "files": _files(work, "candidates", key, "order.npy", "pairs.npy", "counts.npy", "large_buckets.jsonl",
+                              *(name for _, k, d in files for name in (k, d))),
               "stats": {"candidates": int(len(pairs)), "large_buckets": len(large)}}
     work.record_stage("candidates", record)
-    runner.log(f"candidates: {len(pairs)} pairs share a bucket in at least one band")
+    since = " (the last run's, updated where new, changed or deleted documents fall)" if previous else ""
+    runner.log(f"candidates: {len(pairs)} pairs share a bucket in at least one band{since}")
     for bucket in large[:10]:
         runner.log(f"warning: band {bucket['band']} has a bucket of {bucket['size']} documents (over "
                    f"--max-bucket {params.max_bucket}); paired each with {docs[bucket['anchor']]['id']} only")
@@ -906,6 +999,23 @@ def mark_reported(work: WorkDir) -> None:
         work.set(reported=record["run"])
 
 
+def _band_index(work: WorkDir, shingle_record: dict, band_record: dict):
+    """Each band's (sorted keys, documents) of the documents that can pair: the candidates stage's band index
+    when it is current, else sorted here."""
+    record = work.read_manifest()["stages"].get("candidates")
+    if record is not None and record.get("upstream") == band_record["key"] and \
+            _up_to_date(work, "candidates", record["key"]) is not None:
+        for _, keys_file, docs_file in _index_files(band_record["params"]["bands"]):
+            yield from zip(work.load_array(work.output("candidates", keys_file, record["key"]), "candidates"),
+                           work.load_array(work.output("candidates", docs_file, record["key"]), "candidates"))
+        return
+    members = np.sort(pairing_order(load_catalog(work, shingle_record)))
+    keys = np.concatenate([work.load_array(work.part("band", n, "npy"), "band", mmap=True)[:]
+                           for n in shingle_record["shards"]])[members]
+    for j in range(band_record["params"]["bands"]):
+        yield lsh.band_index(np.ascontiguousarray(keys[:, j]), members)
+
+
 def query(work: WorkDir, paths: list[str], stdin, threshold: float | None) -> tuple[list[dict], dict]:
     """Near-duplicates in the index of the given documents (paths, or one text on stdin for "-"), with exact
     Jaccard >= threshold, found like a run finds them (same shingles, signatures and bands); the index is only
@@ -933,19 +1043,12 @@ def query(work: WorkDir, paths: list[str], stdin, threshold: float | None) -> tu
     query_signatures = signatures(values, offsets, signature_params)
     keys = lsh.band_keys(query_signatures, bands, rows)
     catalog = load_catalog(work, shingle_record)
-    ids, order = catalog.ids, pairing_order(catalog)
-    found = []
-    starts = part_starts(shingle_record)
-    index_keys = np.concatenate([work.load_array(work.part("band", n, "npy"), "band", mmap=True)[:]
-                                 for n in shingle_record["shards"]])[order]
-    for j in range(bands):
-        sorted_at = np.argsort(index_keys[:, j], kind="stable")
-        column = index_keys[sorted_at, j]
-        lo, hi = np.searchsorted(column, keys[:, j], "left"), np.searchsorted(column, keys[:, j], "right")
-        q = np.repeat(np.arange(len(records)), hi - lo)
-        at = np.concatenate([sorted_at[a:b] for a, b in zip(lo.tolist(), hi.tolist())] or [np.empty(0, np.int64)])
-        found.append(np.stack([q, order[at]], axis=1))
+    found, starts = [], part_starts(shingle_record)
+    for j, (sorted_keys, numbers) in enumerate(_band_index(work, shingle_record, band_record)):
+        lo, hi = np.searchsorted(sorted_keys, keys[:, j], "left"), np.searchsorted(sorted_keys, keys[:, j], "right")
+        found.append(np.stack([np.repeat(np.arange(len(records)), hi - lo), numbers[lsh.ranges(lo, hi)]], axis=1))
     pairs = lsh.unique_pairs(np.concatenate(found))
+    ids = catalog.ids_of(np.unique(pairs[:, 1]).tolist())  # of ~100,000, the few found: not the whole column
     pairs = pairs[[records[a]["id"] != ids[b] for a, b in pairs.tolist()]].reshape(-1, 2)
     mine = [(values, offsets)]
     va, la = sets.gather_sets(mine, np.zeros(1, np.int64), pairs[:, 0])

@@ -11,8 +11,12 @@
                                        mtime_ns, inode, sha, live (false once deleted or changed), added (run)
       signature/part-00000.npy         uint32 (n_docs, num_perm)
       band/part-00000.npy              uint64 (n_docs, bands)
+      candidates/KEY.order.npy         int64: the global numbers of the documents that can pair, in id order
       candidates/KEY.pairs.npy         int64 (m, 2) global document numbers, a < b, sorted
-      candidates/KEY.large_buckets.jsonl  buckets too large for all pairs: band, anchor, size
+      candidates/KEY.counts.npy        int64 (m,): in how many bands each pair shares a bucket
+      candidates/KEY.index-000.keys.npy  the band index, 4 bands a file: uint64 (bands, n) each band's keys sorted,
+      candidates/KEY.index-000.docs.npy  and int64 (bands, n) their documents (read by the next run and by query)
+      candidates/KEY.large_buckets.jsonl  buckets too large for all pairs: band, anchor, size, key
       verify/KEY.checked.npy           int64 (m, 2) every candidate pair verified so far (reused by the next run)
       verify/KEY.pairs.npy             int64 (m, 2) verified pairs (global numbers)
       verify/KEY.scores.npy            float64 (m, 2): exact Jaccard, signature estimate

@@ -75,14 +75,19 @@ def folder(tmp_path):
     return tmp_path / "docs"
 
 
-def test_incremental_result_equals_a_run_from_scratch_byte_for_byte(folder, tmp_path):
+@pytest.mark.parametrize("max_bucket", [[], ["--max-bucket", "2"]])  # 2: buckets of copies become stars
+def test_incremental_result_equals_a_run_from_scratch_byte_for_byte(folder, tmp_path, max_bucket):
     index = tmp_path / "index"
-    first = invoke("run", folder, "--index", index, *RUN)
-    assert first.exit_code == 0 and first.stdout == from_scratch(folder, tmp_path)
+    first = invoke("run", folder, "--index", index, *RUN, *max_bucket)
+    assert first.exit_code == 0 and first.stdout == from_scratch(folder, tmp_path, *max_bucket)
+    assert ("over --max-bucket 2" in first.stderr) == bool(max_bucket)
     changes = change_files(folder, random.Random(1))
-    again = invoke("run", folder, "--index", index, *RUN)
+    again = invoke("run", folder, "--index", index, *RUN, *max_bucket)
     assert again.exit_code == 0, again.stderr
-    assert again.stdout == from_scratch(folder, tmp_path)
+    assert again.stdout == from_scratch(folder, tmp_path, *max_bucket)
+    assert "(the last run's, updated where new, changed or deleted documents fall)" in again.stderr
+    if max_bucket:
+        return
     # only the new and changed files were read and shingled; the renamed and touched ones were recognised
     assert (f"this run: {len(changes['new'])} added, {len(changes['deleted']) + 3} removed, "
             f"{len(changes['renamed'])} renamed") in again.stderr

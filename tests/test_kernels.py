@@ -227,16 +227,60 @@ def test_bucket_pairs_match_brute_force_grouping():
     rng = np.random.default_rng(6)
     keys = rng.integers(0, 40, 200).astype(np.uint64)
     ids = np.arange(200, dtype=np.int64) * 3
-    pairs, large = lsh.bucket_pairs(keys, ids, max_bucket=10**6)
+    pairs, large = lsh.bucket_pairs(*lsh.band_index(keys, ids), max_bucket=10**6)
     expected = {(int(ids[i]), int(ids[j])) for i, j in itertools.combinations(range(200), 2) if keys[i] == keys[j]}
     assert {tuple(p) for p in pairs.tolist()} == expected and len(large) == 0
 
 
 def test_large_buckets_become_stars_and_are_reported():
     keys = np.zeros(500, dtype=np.uint64)
-    pairs, large = lsh.bucket_pairs(keys, np.arange(500, dtype=np.int64), max_bucket=100)
+    pairs, large = lsh.bucket_pairs(*lsh.band_index(keys, np.arange(500, dtype=np.int64)), max_bucket=100)
     assert len(pairs) == 499 and set(pairs[:, 0].tolist()) == {0}
     assert large.tolist()[0][:2] == [0, 500]
+    rank = np.arange(500)[::-1].copy()  # the anchor is the first document by rank (id order), not by number
+    pairs, large = lsh.bucket_pairs(*lsh.band_index(keys, np.arange(500, dtype=np.int64)), 100, rank)
+    assert set(pairs[:, 1].tolist()) == {499} and large.tolist()[0][:2] == [499, 500]
+
+
+def band_pairs_with_counts(keys, numbers, rank, max_bucket):
+    """Candidate pairs of an index computed from nothing: every band's pairs, counted over the bands."""
+    found = [lsh.bucket_pairs(*lsh.band_index(keys[:, j], numbers), max_bucket, rank)[0] for j in range(keys.shape[1])]
+    pairs = np.concatenate(found)
+    return lsh.count_pairs(pairs, np.ones(len(pairs), np.int64))
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_updating_a_band_index_gives_the_pairs_and_counts_of_one_built_from_nothing(seed):
+    """Delete some documents, append new ones, reorder ids (renames): the merged index and the pairs of its
+    touched buckets, added to the old pairs, equal what a fresh index gives, large buckets and anchors included."""
+    rng = np.random.default_rng(seed)
+    n_old, n_new, bands, max_bucket = 300, 40, 3, 4
+    keys = rng.integers(0, 60, (n_old + n_new, bands)).astype(np.uint64)  # buckets of ~5: many too large
+    old = np.arange(n_old)
+    old_rank = np.full(n_old, -1)
+    old_rank[rng.permutation(old)] = np.arange(n_old)
+    old_pairs, old_counts = band_pairs_with_counts(keys[old], old, old_rank, max_bucket)
+    dead = np.zeros(n_old, bool)
+    dead[rng.choice(n_old, 25, replace=False)] = True
+    now = np.r_[old[~dead], np.arange(n_old, n_old + n_new)]
+    rank = np.full(n_old + n_new, -1)
+    rank[rng.permutation(now)] = np.arange(len(now))  # renames move documents in id order
+    want_pairs, want_counts = band_pairs_with_counts(keys[now], now, rank, max_bucket)
+    found, counts = [old_pairs], [old_counts]
+    new = np.arange(n_old, n_old + n_new)
+    for j in range(bands):
+        sk, sn = lsh.band_index(keys[old, j], old)
+        large_keys = lsh.bucket_pairs(sk, sn, max_bucket, old_rank)[1][:, 2]
+        merged, lost, gained, large = lsh.update_band(sk, sn, old_rank, large_keys, dead, keys[new, j], new, rank,
+                                                      max_bucket)
+        fresh = lsh.band_index(keys[now, j], now)
+        assert all(np.array_equal(a, b) for a, b in zip(merged, fresh))
+        assert np.array_equal(large, lsh.bucket_pairs(*fresh, max_bucket, rank)[1])
+        found += [lost, gained]
+        counts += [-np.ones(len(lost), np.int64), np.ones(len(gained), np.int64)]
+    pairs, counts = lsh.count_pairs(np.concatenate(found), np.concatenate(counts))
+    assert (counts >= 0).all()
+    assert np.array_equal(pairs[counts > 0], want_pairs) and np.array_equal(counts[counts > 0], want_counts)
 
 
 def test_band_keys_equal_exactly_when_bands_equal():

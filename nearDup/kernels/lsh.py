@@ -79,36 +79,104 @@ def band_keys(sig: np.ndarray, bands: int, rows: int) -> np.ndarray:
     return keys
 
 
-def bucket_pairs(keys: np.ndarray, doc_ids: np.ndarray, max_bucket: int):
-    """Pairs of documents sharing a key in one band.
+def band_index(keys: np.ndarray, numbers: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """One band's keys sorted for lookups: (keys ascending, their documents), equal keys by document number.
 
-    keys: uint64 (n,), doc_ids: int64 (n,) ascending. Returns (pairs int64 (m, 2) with a < b, large) where large is
-    an int64 (L, 3) array of (anchor, size, first key bits) for buckets of more than max_bucket documents: those
-    emit only the star (anchor, member) pairs, so 10,000 copies cost 9,999 pairs, not 5e7.
-    """
+    keys: uint64 (n,); numbers: int64 (n,) ascending (the stable sort keeps them so within a key)."""
     order = np.argsort(keys, kind="stable")
-    sk = keys[order]
-    ids = doc_ids[order]
-    n = len(sk)
+    return keys[order], numbers[order]
+
+
+def merge_band_index(sorted_keys: np.ndarray, numbers: np.ndarray, dead: np.ndarray, new_keys: np.ndarray,
+                     new_numbers: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """band_index of the indexed documents that are not dead plus new ones, without sorting the rest again.
+
+    dead: bool, indexed by document number. new_numbers must exceed every indexed number (shards are append-only),
+    so each new document goes after the equal keys already there (searchsorted right): the result equals
+    band_index of the union."""
+    keep = ~dead[numbers]
+    sk, sn = sorted_keys[keep], numbers[keep]
+    nk, nn = band_index(new_keys, new_numbers)
+    at = np.searchsorted(sk, nk, side="right")
+    return np.insert(sk, at, nk), np.insert(sn, at, nn)
+
+
+def ranges(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """The concatenation of arange(lo[i], hi[i]) over i, without a Python loop."""
+    lengths = np.asarray(hi, np.int64) - lo
+    if not len(lengths):
+        return np.empty(0, np.int64)
+    return np.repeat(lo - np.r_[0, np.cumsum(lengths)[:-1]], lengths) + np.arange(lengths.sum())
+
+
+def bucket_members(sorted_keys: np.ndarray, numbers: np.ndarray, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The part of a band index (sorted_keys, numbers) whose keys are among `keys` (unique, ascending): whole
+    buckets, still in index order."""
+    at = ranges(np.searchsorted(sorted_keys, keys, "left"), np.searchsorted(sorted_keys, keys, "right"))
+    return sorted_keys[at], numbers[at]
+
+
+def bucket_pairs(sorted_keys: np.ndarray, numbers: np.ndarray, max_bucket: int, rank: np.ndarray | None = None):
+    """Pairs of documents sharing a key in one band, from (part of) its band_index.
+
+    A bucket of up to max_bucket documents gives all its pairs. A larger one gives only the star (anchor, member)
+    pairs, the anchor being its first document by rank (rank[number], a document's place in id order; None: by
+    number), so 10,000 copies cost 9,999 pairs, not 5e7. Returns (pairs int64 (m, 2) with a < b, large) where
+    large is an int64 (L, 3) array of (anchor, size, key bits as int64), in key order.
+    """
+    n = len(sorted_keys)
     if n < 2:
         return np.empty((0, 2), np.int64), np.empty((0, 3), np.int64)
-    starts = np.flatnonzero(np.r_[True, sk[1:] != sk[:-1]])
+    starts = np.flatnonzero(np.r_[True, sorted_keys[1:] != sorted_keys[:-1]])
     lengths = np.diff(np.r_[starts, n])
     out = []
     small = (lengths >= 2) & (lengths <= max_bucket)
     for size in np.unique(lengths[small]).tolist():
         s = starts[lengths == size]
         iu, ju = np.triu_indices(size, 1)
-        out.append(np.stack([ids[s[:, None] + iu].ravel(), ids[s[:, None] + ju].ravel()], axis=1))
-    big = np.flatnonzero(lengths > max_bucket)
+        out.append(np.stack([numbers[s[:, None] + iu].ravel(), numbers[s[:, None] + ju].ravel()], axis=1))
     large = []
-    for q in big.tolist():
-        members = ids[starts[q]:starts[q] + lengths[q]]  # ascending: stable sort of ascending ids
-        anchor = members[0]
-        out.append(np.stack([np.full(len(members) - 1, anchor), members[1:]], axis=1))
-        large.append((anchor, lengths[q], int(sk[starts[q]] >> U64(1))))
+    for q in np.flatnonzero(lengths > max_bucket).tolist():
+        members = numbers[starts[q]:starts[q] + lengths[q]]
+        anchor = members[np.argmin(rank[members])] if rank is not None else members[0]
+        out.append(np.stack([np.full(len(members) - 1, anchor), members[members != anchor]], axis=1))
+        large.append((anchor, lengths[q], sorted_keys[starts[q]:starts[q] + 1].view(np.int64)[0]))
     pairs = np.concatenate(out) if out else np.empty((0, 2), np.int64)
     return np.sort(pairs, axis=1), np.array(large, dtype=np.int64).reshape(-1, 3)
+
+
+def update_band(sorted_keys: np.ndarray, numbers: np.ndarray, old_rank: np.ndarray, large_keys: np.ndarray,
+                dead: np.ndarray, new_keys: np.ndarray, new_numbers: np.ndarray, rank: np.ndarray, max_bucket: int):
+    """One band of an incremental run: (merged index (keys, numbers), pairs lost, pairs gained, large buckets).
+
+    The old index gave bucket_pairs(old index, old_rank); the new one must give bucket_pairs(merged, rank). They
+    differ only in the touched buckets: those with a new or a dead document, and the large ones (large_keys, as
+    int64), whose star moves when the first document by id is renamed. So
+        pairs(new) = pairs(old) - pairs(old, touched) + pairs(merged, touched)
+    counted per band; a pair of old documents in an untouched bucket is not looked at. Returned large buckets are
+    all of the band's (an untouched large bucket was large before, hence touched)."""
+    merged = merge_band_index(sorted_keys, numbers, dead, new_keys, new_numbers)
+    touched = np.unique(np.concatenate([new_keys, sorted_keys[dead[numbers]],
+                                        np.asarray(large_keys, np.int64).view(np.uint64)]))
+    lost, _ = bucket_pairs(*bucket_members(sorted_keys, numbers, touched), max_bucket, old_rank)
+    gained, large = bucket_pairs(*bucket_members(*merged, touched), max_bucket, rank)
+    return merged, lost, gained, large
+
+
+def count_pairs(pairs: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct rows of an (m, 2) array of non-negative int64 pairs (< 2^32 each), sorted by (a, b), with the sum
+    of their counts: how many bands a candidate pair shares a bucket in, kept so that an incremental run can add
+    and remove one band's pairs and know when a pair has no bucket left."""
+    if not len(pairs):
+        return pairs.reshape(0, 2).astype(np.int64), np.empty(0, np.int64)
+    code = (pairs[:, 0].astype(U64) << U64(32)) | pairs[:, 1].astype(U64)
+    order = np.argsort(code, kind="stable")
+    code = code[order]
+    first = np.flatnonzero(np.r_[True, code[1:] != code[:-1]])
+    summed = np.add.reduceat(np.asarray(counts, np.int64)[order], first)
+    code = code[first]
+    return (np.stack([(code >> U64(32)).astype(np.int64), (code & U64(0xFFFFFFFF)).astype(np.int64)], axis=1),
+            summed)
 
 
 def unique_pairs(pairs: np.ndarray) -> np.ndarray:
