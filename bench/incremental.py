@@ -28,6 +28,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.path.join(HERE, "out", "incremental")
 sys.path.insert(0, HERE)
 import corpora  # noqa: E402
+import run as bench_run  # noqa: E402
+
+import nearDup  # noqa: E402
 
 BEGIN, END = "<!-- incremental: bench/incremental.py -->", "<!-- /incremental -->"
 
@@ -96,6 +99,7 @@ def main(argv=None) -> None:
     ap.add_argument("--out", default=os.path.join(HERE, "RESULTS.md"))
     args = ap.parse_args(argv)
     docs, new = build(args.docs, args.new)
+    bench_run.compile_package(os.path.dirname(nearDup.__file__))  # as installed: see compile_package
     moved = os.path.join(docs, "zz-new")
     if os.path.exists(moved):  # left by an interrupted benchmark
         os.rename(moved, new)
