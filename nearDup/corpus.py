@@ -17,7 +17,7 @@ import re
 import stat
 import sys
 import unicodedata
-from typing import Callable, Iterator, NamedTuple
+from typing import Callable, Iterable, Iterator, NamedTuple
 
 import numpy as np
 
@@ -84,9 +84,11 @@ def read_path_list(stream, null: bool) -> list[str]:
     return [os.fsdecode(p) for p in parts if p.strip()]
 
 
-def list_items(args: list[str], params: SourceParams, stdin=None, spool: Callable | None = None) -> Listing:
+def list_items(args: list[str], params: SourceParams, stdin=None, spool: Callable | None = None,
+               lazy: bool = False) -> Listing:
     """Every Item under the given arguments, sorted by id (so the result does not depend on listing order); an
-    item found under two arguments is listed once."""
+    item found under two arguments is listed once. lazy: for one folder, items is an iterator that lists the
+    folder as it is consumed (already in id order), so that its first partitions can be read meanwhile."""
     skipped = {"hidden": 0, "symlink": 0, "excluded": 0}
     found: list[Item] = []
     expanded: list[str] = []
@@ -106,6 +108,8 @@ def list_items(args: list[str], params: SourceParams, stdin=None, spool: Callabl
         except OSError as e:
             raise InputError(f"{arg}: cannot read ({e.strerror})") from None
         if stat.S_ISDIR(st.st_mode):
+            if lazy and len(expanded) == 1:
+                return Listing(_walk(arg, params, skipped), skipped, expanded)
             found.extend(_walk(arg, params, skipped))
         elif stat.S_ISREG(st.st_mode):
             found.append(Item("file", arg, arg, st.st_size, st.st_mtime_ns, inode=st.st_ino))
@@ -126,29 +130,21 @@ def _wanted(rel: str, name: str, params: SourceParams) -> bool:
     return (not params.include or match(params.include)) and not match(params.exclude)
 
 
-def _walk(root: str, params: SourceParams, skipped: dict) -> list[Item]:
-    """Files below root, depth first; hidden entries and symlinks skipped unless asked; no loop can recur.
-    The loop body runs once per file of a folder of a million: it is kept to plain attribute reads."""
+def _walk(root: str, params: SourceParams, skipped: dict) -> Iterator[Item]:
+    """Files below root in id order, listed as they are consumed; hidden entries and symlinks skipped unless
+    asked; no loop can recur.
+
+    Depth first, each folder's entries sorted with a subfolder named as its files' ids continue (name + "/"):
+    then every id below an entry sorts between the ids of the entries before and after it, so files come out in
+    the order list_items sorts into. The loop body runs once per file of a folder of a million: it is kept to
+    plain attribute reads."""
     seen_dirs = {_dir_identity(root)}
-    stack = [(root, "")]
     filtered = bool(params.include or params.exclude)  # else every file is wanted: no pattern matching per file
-    hidden, follow_links = params.hidden, params.follow_links
-    files: list[Item] = []
     make = Item._make
+    stack = [(iter(_sorted_entries(root, params, skipped)), "")]
     while stack:
-        folder, rel_folder = stack.pop()
-        try:
-            with os.scandir(folder) as listed:
-                entries = list(listed)
-        except OSError as e:
-            raise InputError(f"{folder}: cannot list folder ({e.strerror})") from None
+        entries, rel_folder = stack[-1]
         for entry in entries:
-            if not hidden and entry.name[0] == ".":
-                skipped["hidden"] += 1
-                continue
-            if not follow_links and entry.is_symlink():
-                skipped["symlink"] += 1
-                continue
             try:
                 st = entry.stat()
             except OSError:  # dangling link or vanished
@@ -158,15 +154,36 @@ def _walk(root: str, params: SourceParams, skipped: dict) -> list[Item]:
             if kind == stat.S_IFREG:
                 if not filtered or _wanted(f"{rel_folder}{entry.name}", entry.name, params):
                     path = entry.path
-                    files.append(make(("file", path, path, st.st_size, st.st_mtime_ns, 0, 0, 1, st.st_ino)))
+                    yield make(("file", path, path, st.st_size, st.st_mtime_ns, 0, 0, 1, st.st_ino))
                 else:
                     skipped["excluded"] += 1
             elif kind == stat.S_IFDIR:
                 ident = (st.st_dev, st.st_ino)
                 if ident not in seen_dirs:
                     seen_dirs.add(ident)
-                    stack.append((entry.path, f"{rel_folder}{entry.name}/"))
-    return files
+                    stack.append((iter(_sorted_entries(entry.path, params, skipped)), f"{rel_folder}{entry.name}/"))
+                    break  # into the subfolder; this folder's iterator goes on after it
+        else:
+            stack.pop()
+
+
+def _sorted_entries(folder: str, params: SourceParams, skipped: dict) -> list[os.DirEntry]:
+    """A folder's entries to walk, sorted as their ids will sort (see _walk)."""
+    try:
+        with os.scandir(folder) as listed:
+            entries = list(listed)
+    except OSError as e:
+        raise InputError(f"{folder}: cannot list folder ({e.strerror})") from None
+    kept = []
+    for entry in entries:
+        if not params.hidden and entry.name[0] == ".":
+            skipped["hidden"] += 1
+        elif not params.follow_links and entry.is_symlink():
+            skipped["symlink"] += 1
+        else:
+            kept.append(entry)
+    kept.sort(key=lambda e: e.name + "/" if e.is_dir() else e.name)
+    return kept
 
 
 _S_IFMT = 0o170000
@@ -216,21 +233,21 @@ def _jsonl_items(arg: str, params: SourceParams, stdin, spool) -> Iterator[Item]
         start, line = end, stop
 
 
-def partition(items: list[Item], params: SourceParams) -> list[list[Item]]:
-    """Consecutive runs of items of at most partition_docs documents and about partition_bytes bytes each.
+def partition(items: Iterable[Item], params: SourceParams) -> Iterator[list[Item]]:
+    """Consecutive runs of items of at most partition_docs documents and about partition_bytes bytes each, each
+    given as soon as it is complete (items may be a listing still going on).
 
     Depends only on the sorted listing, never on --jobs, so every engine sees the same partitions."""
-    parts, current, size = [], [], 0
+    current, size = [], 0
     for item in items:
         if current and (item.kind == "jsonl" or len(current) >= params.partition_docs
                         or size + item.size > params.partition_bytes):
-            parts.append(current)
+            yield current
             current, size = [], 0
         current.append(item)
         size += item.size
     if current:
-        parts.append(current)
-    return parts
+        yield current
 
 
 # ----------------------------------------------------------------------------------------------------- reading

@@ -57,12 +57,15 @@ class LocalEngine:
             unit: str = "part", docs: Sequence[int] | None = None, nbytes: Sequence[int] | None = None) -> list:
         """[fn(t) for t in tasks], in parallel when jobs > 1.
 
-        For the progress bar: sizes (per task, in `unit`) drive the bar; docs and nbytes (documents and text bytes
-        per task, where known) add documents/s and MB/s. A task whose documents are not known in advance may
-        return its number of documents (an int), which counts when it completes."""
-        bar = _progress_bar(self.progress, desc, sizes, unit, len(tasks), docs, nbytes)
+        tasks may be an iterator (a stream): each task is submitted as it is produced, so the workers start while
+        the producer (listing a folder) goes on. For the progress bar: sizes (per task, in `unit`) drive the bar;
+        docs and nbytes (documents and text bytes per task, where known) add documents/s and MB/s; for a stream
+        they are lists the producer fills as it goes. A task whose documents are not known in advance may return
+        its number of documents (an int), which counts when it completes."""
+        streamed = not isinstance(tasks, Sequence)
+        bar = _progress_bar(self.progress, desc, sizes, unit, None if streamed else len(tasks), docs, nbytes)
         try:
-            if self.jobs == 1 or len(tasks) <= 1:
+            if self.jobs == 1 or (not streamed and len(tasks) <= 1):
                 results = []
                 for i, task in enumerate(tasks):
                     results.append(fn(task))
@@ -71,10 +74,17 @@ class LocalEngine:
             import concurrent.futures
 
             pool = self._workers()
-            futures = [pool.submit(fn, task) for task in tasks]
-            index = {f: i for i, f in enumerate(futures)}
+            futures: list = []
             try:
-                for f in concurrent.futures.as_completed(futures):
+                shown = 0
+                for task in tasks:
+                    futures.append(pool.submit(fn, task))
+                    while shown < len(futures) and futures[shown].done():  # progress while the stream goes on
+                        bar.done(shown, futures[shown].result())
+                        shown += 1
+                bar.settle(len(futures))
+                index = {f: i for i, f in enumerate(futures)}
+                for f in concurrent.futures.as_completed(futures[shown:]):
                     bar.done(index[f], f.result())
                 return [f.result() for f in futures]
             except BaseException:
@@ -235,7 +245,9 @@ class DaskEngine:
 
     def map(self, fn: Callable, tasks: Sequence, desc: str = "", sizes: Sequence[int] | None = None,
             unit: str = "part", docs: Sequence[int] | None = None, nbytes: Sequence[int] | None = None) -> list:
-        """[fn(t) for t in tasks] on the cluster's workers; progress as in LocalEngine.map."""
+        """[fn(t) for t in tasks] on the cluster's workers; progress as in LocalEngine.map (a stream of tasks is
+        produced first, then submitted)."""
+        tasks = tasks if isinstance(tasks, Sequence) else list(tasks)
         if not tasks:
             return []
         from distributed import as_completed
@@ -265,12 +277,15 @@ class DaskEngine:
                 self.client.cancel(futures)
 
     def _fail(self, future, stage: str) -> None:
+        """Raise the error of a future that did not finish, unless it finishes after all."""
         if future.status == "cancelled":
             raise ClusterError(f"{stage}: lost the Dask scheduler at {self.address}; run the same command again "
                                f"to resume (finished partitions are kept)")
         from distributed import KilledWorker
 
-        error = future.exception()
+        error = future.exception()  # waits: a result lost with its worker is being computed again
+        if error is None:  # and was
+            return
         if isinstance(error, KilledWorker):
             raise ClusterError(f"{stage}: a task was lost with {error.allowed_failures + 1} workers at "
                                f"{self.address} in turn (out of memory, or a worker without nearDup?); see the "
@@ -366,6 +381,9 @@ class _NoBar:
     def done(self, task: int, result) -> None:
         pass
 
+    def settle(self, count: int) -> None:
+        pass
+
     def close(self) -> None:
         pass
 
@@ -387,8 +405,18 @@ class _Bar:
         self.done_docs = self.done_bytes = 0
         self.counts_docs = docs is not None
         self.start = time.monotonic()
-        self.bar = tqdm(total=sum(sizes) if sizes else count, desc=desc, unit=unit, unit_scale=bool(sizes),
+        self.count = count
+        self.bar = tqdm(total=self._total(count), desc=desc, unit=unit, unit_scale=sizes is not None,
                         file=sys.stderr, leave=False, mininterval=0, miniters=1, bar_format=BAR_FORMAT)
+
+    def _total(self, count: int | None) -> int | None:
+        return None if count is None else sum(self.sizes) if self.sizes is not None else count
+
+    def settle(self, count: int) -> None:
+        """A stream of tasks has ended: the bar gets its total."""
+        if self.count is None:
+            self.count, self.bar.total = count, self._total(count)
+            self.bar.refresh()
 
     def done(self, task: int, result) -> None:
         if self.docs is not None:
@@ -415,6 +443,6 @@ class _Bar:
 
 
 def _progress_bar(enabled: bool, desc: str, sizes, unit: str, count: int, docs=None, nbytes=None):
-    if not enabled or not count:
+    if not enabled or count == 0:  # None: a stream, count unknown
         return _NoBar()
     return _Bar(desc, sizes, unit, count, docs, nbytes)

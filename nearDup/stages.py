@@ -27,7 +27,9 @@ from .kernels.shingle import CodePointHasher, csr_sets, kgram_hashes, word_chara
 from .store import STAGES, WorkDir
 
 SHINGLE_FILES = ("docs.npz", "values.npy", "offsets.npy")
-VERIFY_CHUNK = 20_000  # candidate pairs per verification task
+VERIFY_CHUNK = 20_000  # candidate pairs per verification task, at most
+VERIFY_TASKS = 8  # and at least this many tasks when there are VERIFY_TASKS * MIN_VERIFY_CHUNK pairs or more
+MIN_VERIFY_CHUNK = 1_000
 
 
 @dataclasses.dataclass
@@ -123,19 +125,31 @@ def _absolute(task, *names: str) -> None:
 
 
 def _map_partitions(runner: Runner, stage: str, fn, shards: list[int], keys: list[str], files: tuple[str, ...],
-                    make_task, sizes=None, unit="part", docs=None, nbytes=None) -> int:
+                    make_task, sizes=None, unit="part", docs=None, nbytes=None, stream=None) -> int:
     """Run fn over the shards whose done marker is missing or stale (make_task(i) for the i-th listed shard);
-    returns how many were reused. docs and nbytes per shard feed the progress bar's rates."""
+    returns how many were reused. docs and nbytes per shard feed the progress bar's rates. stream: an iterator
+    of shard indices i whose lists (shards, keys, sizes...) it fills as it goes; the tasks are then submitted
+    as it yields them."""
     work = runner.work
-    todo = [i for i, (n, key) in enumerate(zip(shards, keys)) if work.part_done(stage, n, key, files) is None]
-    for i in todo:
-        if work.part_done(stage, shards[i], keys[i], ()) is not None:  # finished once, but a file was lost or cut
-            runner.log(f"warning: {work.part(stage, shards[i], '*')} has a missing or truncated file; "
-                       f"recomputing it")
-    pick = lambda per_part: [per_part[i] for i in todo] if per_part else None  # noqa: E731
-    runner.engine.map(fn, [make_task(i) for i in todo], desc=stage, sizes=pick(sizes), unit=unit, docs=pick(docs),
-                      nbytes=pick(nbytes))
-    return len(keys) - len(todo) - sum((stage, n) in runner.ahead for n in shards)
+    picked = {name: ([] if per_part is not None else None)
+              for name, per_part in (("sizes", sizes), ("docs", docs), ("nbytes", nbytes))}
+    ran = []
+
+    def todo():
+        for i in (stream if stream is not None else range(len(keys))):
+            if work.part_done(stage, shards[i], keys[i], files) is not None:
+                continue
+            if work.part_done(stage, shards[i], keys[i], ()) is not None:  # finished once, but a file was lost
+                runner.log(f"warning: {work.part(stage, shards[i], '*')} has a missing or truncated file; "
+                           f"recomputing it")
+            for name, per_part in (("sizes", sizes), ("docs", docs), ("nbytes", nbytes)):
+                if per_part is not None:
+                    picked[name].append(per_part[i])
+            ran.append(i)
+            yield make_task(i)
+
+    runner.engine.map(fn, todo() if stream is not None else list(todo()), desc=stage, unit=unit, **picked)
+    return len(keys) - len(ran) - sum((stage, n) in runner.ahead for n in shards)
 
 
 # ---------------------------------------------------------------------------------------------- 1. shingle
@@ -265,15 +279,18 @@ def shingle(runner: Runner, args: list[str], source: SourceParams, params: Shing
     run, whose files for the new shards are then written by the same task, from the sets still in memory (one
     task per shard instead of three, and no reading back)."""
     work = runner.work
-    listing = corpus.list_items([*args, *references], source, stdin, spool=work.spool)
-    inputs = [{"path": p, "reference": i >= len(listing.args) - len(references)} for i, p in enumerate(listing.args)]
-    if not listing.items:
-        raise InputError(f"{' '.join(args)}: no documents found (folder empty, or every file hidden or excluded)")
-    content = shingle_content(params, source)
     previous = work.read_manifest()["stages"].get("shingle")
+    # with nothing stored there is nothing to match: a folder's first partitions are shingled while it is listed
+    listing = corpus.list_items([*args, *references], source, stdin, spool=work.spool, lazy=previous is None)
+    inputs = [{"path": p, "reference": i >= len(listing.args) - len(references)} for i, p in enumerate(listing.args)]
+    nothing = InputError(f"{' '.join(args)}: no documents found (folder empty, or every file hidden or excluded)")
+    streamed = not isinstance(listing.items, list)
+    if not streamed and not listing.items:
+        raise nothing
+    content = shingle_content(params, source)
     base = previous if previous is not None and previous.get("content") == content else None
     stored = _stored_catalog(runner, previous) if previous is not None else Catalog.empty()
-    todo = plan(stored if base is not None else Catalog.empty(), listing.items, source)
+    todo = plan(stored if base is not None else Catalog.empty(), [] if streamed else listing.items, source)
     if (base is not None and not rebuild and not todo.todo and todo.catalog.same(stored)
             and base.get("inputs") == inputs):
         runner.log(f"shingle: up to date ({_shingle_summary(base)})")
@@ -297,19 +314,24 @@ def shingle(runner: Runner, args: list[str], source: SourceParams, params: Shing
             start += count
     catalog = todo.catalog.take(np.concatenate(kept)) if kept else Catalog.empty()
     next_shard = (previous or {}).get("next_shard", 0)
-    parts = corpus.partition([item for item, _ in todo.todo], source)
     only = {item.id: ids for item, ids in todo.todo}
-    new_keys, new_shards, tasks_only = [], [], []
-    for i, part in enumerate(parts):
-        wanted = [only[item.id] for item in part]
-        restriction = frozenset().union(*wanted) if any(w is not None for w in wanted) else None
-        new_keys.append(digest("shingle", FORMAT, content, [item.fingerprint() for item in part],
-                               sorted(restriction) if restriction is not None else None))
-        new_shards.append(next_shard + i)
-        tasks_only.append(restriction)
-    if params.unit == "word" and parts:
-        word_characters()  # built once here, inherited by the forked workers
-    part_bytes = [sum(item.size for item in part) for part in parts]
+    parts, new_keys, new_shards, tasks_only, part_bytes = [], [], [], [], []
+
+    def partitions():
+        """The new partitions' numbers, as the listing completes each (filling the lists above)."""
+        items = listing.items if streamed else (item for item, _ in todo.todo)
+        for i, part in enumerate(corpus.partition(items, source)):
+            if i == 0 and params.unit == "word":
+                word_characters()  # built once, before the first task forks the workers that inherit it
+            wanted = [only.get(item.id) for item in part]
+            restriction = frozenset().union(*wanted) if any(w is not None for w in wanted) else None
+            parts.append(part)
+            new_keys.append(digest("shingle", FORMAT, content, [item.fingerprint() for item in part],
+                                   sorted(restriction) if restriction is not None else None))
+            new_shards.append(next_shard + i)
+            tasks_only.append(restriction)
+            part_bytes.append(sum(item.size for item in part))
+            yield i
 
     def downstream(i: int) -> tuple:
         """The signature and band work of new shard i for its shingle task (made only for shards run now)."""
@@ -323,7 +345,9 @@ def shingle(runner: Runner, args: list[str], source: SourceParams, params: Shing
         runner, "shingle", shingle_partition, new_shards, new_keys, SHINGLE_FILES,
         lambda i: PartitionTask(str(work.root), new_shards[i], new_keys[i], params, tuple(parts[i]), source,
                                 tasks_only[i], then=downstream(i)),
-        sizes=part_bytes, unit="B", nbytes=part_bytes)
+        sizes=part_bytes, unit="B", nbytes=part_bytes, stream=partitions())
+    if not parts and streamed:
+        raise nothing
     totals: dict = {"skipped": listing.skipped}
     added = []
     for n, key in zip(new_shards, new_keys):
@@ -844,8 +868,9 @@ def verify(runner: Runner, params: VerifyParams) -> dict:
     n = len(todo)
     starts = tuple(part_starts(shingle_record).tolist())
     shards = tuple(shingle_record["shards"])
-    tasks = [VerifyTask(str(work.root), str(todo_path), lo, min(lo + VERIFY_CHUNK, n), starts, shards)
-             for lo in range(0, n, VERIFY_CHUNK)]
+    chunk = min(VERIFY_CHUNK, max(MIN_VERIFY_CHUNK, -(-n // VERIFY_TASKS)))  # from n alone, never from --jobs
+    tasks = [VerifyTask(str(work.root), str(todo_path), lo, min(lo + chunk, n), starts, shards)
+             for lo in range(0, n, chunk)]
     results = runner.engine.map(verify_chunk, tasks, desc="verify", sizes=[t.hi - t.lo for t in tasks], unit="pair")
     if results:
         inter, la, lb, estimate = (np.concatenate(column) for column in zip(*results))

@@ -231,7 +231,7 @@ def test_a_worker_killed_mid_run_never_gives_wrong_output(tmp_path, dask_process
         assert {name: data for name, data in stage_files(w).items() if not name.endswith(".tmp")} == \
             stage_files(tmp_path / "e")  # the killed worker may leave a temporary file, never a wrong one
     else:
-        assert run.returncode == 2 and stdout == b""
+        assert run.returncode == 2 and stdout == b"", stderr.decode()
         errors = [line for line in stderr.decode().splitlines() if "error" in line.lower()]
         assert len(errors) == 1 and errors[0].startswith("neardup: error: "), stderr.decode()
 

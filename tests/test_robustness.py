@@ -320,6 +320,33 @@ def test_output_does_not_depend_on_listing_order(tmp_path):
     assert len(outs) == 2
 
 
+def test_a_folder_listed_while_it_is_shingled_comes_in_id_order(tmp_path):
+    """A fresh run shingles a folder's first partitions while the rest is listed: the walk itself must give the
+    ids in sorted order, where a folder "a" sorts as "a/" (after "a-b" and "a.b", before "a0"), and the run must
+    equal one over the same files given as a sorted list."""
+    names = ["a", "a.b", "a-b", "a0", "ab", "A", "é", "z", "a b", "_", "~x"]
+    rng = random.Random(5)
+    paragraphs = TEXT.split("\n\n")
+
+    def fill(folder, depth):
+        folder.mkdir()
+        for name in rng.sample(names, 7):
+            if depth < 3 and rng.random() < 0.4:
+                fill(folder / name, depth + 1)
+            else:
+                (folder / name).write_text(" ".join(rng.sample(paragraphs, 3)))
+
+    fill(tmp_path / "docs", 0)
+    walked = {os.path.join(d, f) for d, _, files in os.walk(tmp_path / "docs") for f in files}
+    lazy = [item.id for item in corpus.list_items([str(tmp_path / "docs")], corpus.SourceParams(), lazy=True).items]
+    assert lazy == sorted(walked) and len(walked) > 30
+    streamed = neardup("-w", tmp_path / "w1", "run", "docs", "-t", 0.3, "--partition-docs", 4, cwd=tmp_path)
+    listed = neardup("-w", tmp_path / "w2", "run", "-", "-t", 0.3, "--partition-docs", 4, cwd=tmp_path,
+                     input="\n".join(os.path.relpath(p, tmp_path) for p in rng.sample(sorted(walked), len(walked)))
+                     .encode())
+    assert streamed.returncode == listed.returncode == 0 and streamed.stdout and streamed.stdout == listed.stdout
+
+
 # ------------------------------------------------------------------------------------------ fuzzing
 
 documents = st.lists(st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=400)
