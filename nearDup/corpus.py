@@ -115,8 +115,8 @@ def list_items(args: list[str], params: SourceParams, stdin=None, spool: Callabl
             found.append(Item("file", arg, arg, st.st_size, st.st_mtime_ns, inode=st.st_ino))
         else:
             raise InputError(f"{arg}: not a regular file or folder")
-    found.sort(key=_ORDER)  # stable: of equal ids, the first found stays first
-    if len(expanded) > 1:
+    if len(expanded) > 1:  # one argument is listed in id order already (a folder by _walk, a JSONL file by line)
+        found.sort(key=_ORDER)  # stable: of equal ids, the first found stays first
         found = [item for i, item in enumerate(found) if i == 0 or _ORDER(found[i - 1]) != _ORDER(item)]
     return Listing(found, skipped, expanded)
 
