@@ -131,8 +131,9 @@ def _map_partitions(runner: Runner, stage: str, fn, shards: list[int], keys: lis
     of shard indices i whose lists (shards, keys, sizes...) it fills as it goes; the tasks are then submitted
     as it yields them."""
     work = runner.work
-    picked = {name: ([] if per_part is not None else None)
-              for name, per_part in (("sizes", sizes), ("docs", docs), ("nbytes", nbytes))}
+    per_part = {name: values for name, values in (("sizes", sizes), ("docs", docs), ("nbytes", nbytes))
+                if values is not None}
+    picked = {name: [] for name in per_part}
     ran = []
 
     def todo():
@@ -142,9 +143,8 @@ def _map_partitions(runner: Runner, stage: str, fn, shards: list[int], keys: lis
             if work.part_done(stage, shards[i], keys[i], ()) is not None:  # finished once, but a file was lost
                 runner.log(f"warning: {work.part(stage, shards[i], '*')} has a missing or truncated file; "
                            f"recomputing it")
-            for name, per_part in (("sizes", sizes), ("docs", docs), ("nbytes", nbytes)):
-                if per_part is not None:
-                    picked[name].append(per_part[i])
+            for name, values in per_part.items():
+                picked[name].append(values[i])
             ran.append(i)
             yield make_task(i)
 
@@ -814,11 +814,6 @@ def verify_chunk(task: VerifyTask) -> tuple[np.ndarray, np.ndarray, np.ndarray, 
     return inter, la, lb, agree.mean(axis=1)
 
 
-def _pair_codes(pairs: np.ndarray) -> np.ndarray:
-    """a * 2^32 + b of (a, b) pairs (global numbers < 2^32): ascending exactly when the pairs are sorted."""
-    return (pairs[:, 0].astype(np.uint64) << np.uint64(32)) | pairs[:, 1].astype(np.uint64)
-
-
 def _member(codes: np.ndarray, sorted_codes: np.ndarray) -> np.ndarray:
     """codes[i] in sorted_codes, by binary search."""
     at = np.searchsorted(sorted_codes, codes)
@@ -853,12 +848,12 @@ def verify(runner: Runner, params: VerifyParams) -> dict:
     basis = {"threshold": params.threshold, "shards": shingle_record["partitions"],
              "signature": work.read_manifest()["stages"]["signature"]["params"]}
     pairs = work.load_array(work.current("candidates", "pairs.npy"), "candidates")
-    codes = _pair_codes(pairs)
+    codes = lsh.pair_codes(pairs)
     previous = _reusable(work, basis)
     if previous is not None:
         checked, accepted, scores, sizes = previous
-        known = _member(codes, _pair_codes(checked))
-        kept = _member(_pair_codes(accepted), codes)
+        known = _member(codes, lsh.pair_codes(checked))
+        kept = _member(lsh.pair_codes(accepted), codes)
         accepted, scores, sizes = accepted[kept], scores[kept], sizes[kept]
         todo = pairs[~known]
     else:
@@ -883,7 +878,7 @@ def verify(runner: Runner, params: VerifyParams) -> dict:
     fresh_sizes = np.stack([inter[keep], la[keep] + lb[keep] - inter[keep]], axis=1).astype(np.int64)
     accepted, scores = np.concatenate([accepted, todo[keep]]), np.concatenate([scores, fresh_scores])
     sizes = np.concatenate([sizes, fresh_sizes])
-    order = np.argsort(_pair_codes(accepted), kind="stable")
+    order = np.argsort(lsh.pair_codes(accepted), kind="stable")
     accepted, scores, sizes = accepted[order], scores[order], sizes[order]
     out = _pair_records(load_catalog(work, shingle_record).ids_of(np.unique(accepted).tolist()), accepted, scores,
                         sizes)
@@ -1071,7 +1066,7 @@ def query(work: WorkDir, paths: list[str], stdin, threshold: float | None) -> tu
     found, starts = [], part_starts(shingle_record)
     for j, (sorted_keys, numbers) in enumerate(_band_index(work, shingle_record, band_record)):
         lo, hi = np.searchsorted(sorted_keys, keys[:, j], "left"), np.searchsorted(sorted_keys, keys[:, j], "right")
-        found.append(np.stack([np.repeat(np.arange(len(records)), hi - lo), numbers[lsh.ranges(lo, hi)]], axis=1))
+        found.append(np.stack([np.repeat(np.arange(len(records)), hi - lo), numbers[sets.ranges(lo, hi - lo)]], axis=1))
     pairs = lsh.unique_pairs(np.concatenate(found))
     ids = catalog.ids_of(np.unique(pairs[:, 1]).tolist())  # of ~100,000, the few found: not the whole column
     pairs = pairs[[records[a]["id"] != ids[b] for a, b in pairs.tolist()]].reshape(-1, 2)

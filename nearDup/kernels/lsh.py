@@ -11,6 +11,7 @@ import functools
 import numpy as np
 
 from .hashing import U64, combine
+from .sets import ranges
 
 BAND_SEED = 0x62616E64
 _GRID = np.linspace(0.0, 1.0, 4001)  # integration grid for the error areas
@@ -101,18 +102,11 @@ def merge_band_index(sorted_keys: np.ndarray, numbers: np.ndarray, dead: np.ndar
     return np.insert(sk, at, nk), np.insert(sn, at, nn)
 
 
-def ranges(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-    """The concatenation of arange(lo[i], hi[i]) over i, without a Python loop."""
-    lengths = np.asarray(hi, np.int64) - lo
-    if not len(lengths):
-        return np.empty(0, np.int64)
-    return np.repeat(lo - np.r_[0, np.cumsum(lengths)[:-1]], lengths) + np.arange(lengths.sum())
-
-
 def bucket_members(sorted_keys: np.ndarray, numbers: np.ndarray, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The part of a band index (sorted_keys, numbers) whose keys are among `keys` (unique, ascending): whole
     buckets, still in index order."""
-    at = ranges(np.searchsorted(sorted_keys, keys, "left"), np.searchsorted(sorted_keys, keys, "right"))
+    lo = np.searchsorted(sorted_keys, keys, "left")
+    at = ranges(lo, np.searchsorted(sorted_keys, keys, "right") - lo)
     return sorted_keys[at], numbers[at]
 
 
@@ -163,28 +157,33 @@ def update_band(sorted_keys: np.ndarray, numbers: np.ndarray, old_rank: np.ndarr
     return merged, lost, gained, large
 
 
+def pair_codes(pairs: np.ndarray) -> np.ndarray:
+    """a * 2^32 + b of (a, b) pairs of non-negative numbers < 2^32: ascending exactly when the pairs are sorted."""
+    return (pairs[:, 0].astype(U64) << U64(32)) | pairs[:, 1].astype(U64)
+
+
+def _code_pairs(codes: np.ndarray) -> np.ndarray:
+    """The (a, b) pairs of pair_codes, as int64 (m, 2)."""
+    return np.stack([(codes >> U64(32)).astype(np.int64), (codes & U64(0xFFFFFFFF)).astype(np.int64)], axis=1)
+
+
 def count_pairs(pairs: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Distinct rows of an (m, 2) array of non-negative int64 pairs (< 2^32 each), sorted by (a, b), with the sum
     of their counts: how many bands a candidate pair shares a bucket in, kept so that an incremental run can add
     and remove one band's pairs and know when a pair has no bucket left."""
     if not len(pairs):
         return pairs.reshape(0, 2).astype(np.int64), np.empty(0, np.int64)
-    code = (pairs[:, 0].astype(U64) << U64(32)) | pairs[:, 1].astype(U64)
+    code = pair_codes(pairs)
     order = np.argsort(code, kind="stable")
     code = code[order]
     first = np.flatnonzero(np.r_[True, code[1:] != code[:-1]])
-    summed = np.add.reduceat(np.asarray(counts, np.int64)[order], first)
-    code = code[first]
-    return (np.stack([(code >> U64(32)).astype(np.int64), (code & U64(0xFFFFFFFF)).astype(np.int64)], axis=1),
-            summed)
+    return _code_pairs(code[first]), np.add.reduceat(np.asarray(counts, np.int64)[order], first)
 
 
 def unique_pairs(pairs: np.ndarray) -> np.ndarray:
     """Distinct rows of an (m, 2) array of non-negative int64 pairs (< 2^32 each), sorted by (a, b)."""
     if not len(pairs):
         return pairs.reshape(0, 2).astype(np.int64)
-    code = (pairs[:, 0].astype(U64) << U64(32)) | pairs[:, 1].astype(U64)
+    code = pair_codes(pairs)
     code.sort()
-    keep = np.r_[True, code[1:] != code[:-1]]
-    code = code[keep]
-    return np.stack([(code >> U64(32)).astype(np.int64), (code & U64(0xFFFFFFFF)).astype(np.int64)], axis=1)
+    return _code_pairs(code[np.r_[True, code[1:] != code[:-1]]])
