@@ -136,54 +136,72 @@ def _walk(root: str, params: SourceParams, skipped: dict) -> Iterator[Item]:
 
     Depth first, each folder's entries sorted with a subfolder named as its files' ids continue (name + "/"):
     then every id below an entry sorts between the ids of the entries before and after it, so files come out in
-    the order list_items sorts into. The loop body runs once per file of a folder of a million: it is kept to
-    plain attribute reads."""
+    the order list_items sorts into. Each folder is listed through an open descriptor and its files are stat-ed
+    relative to it (fstatat), so the kernel does not resolve the whole path again for each file (2.5 instead of
+    2.9-4.4 us a file here). The loop body runs once per file of a folder of a million: it is kept to plain
+    attribute reads."""
     seen_dirs = {_dir_identity(root)}
     filtered = bool(params.include or params.exclude)  # else every file is wanted: no pattern matching per file
     make = Item._make
-    stack = [(iter(_sorted_entries(root, params, skipped)), "")]
-    while stack:
-        entries, rel_folder = stack[-1]
-        for entry in entries:
-            try:
-                st = entry.stat()
-            except OSError:  # dangling link or vanished
-                skipped["symlink" if entry.is_symlink() else "excluded"] += 1
-                continue
-            kind = st.st_mode & _S_IFMT
-            if kind == stat.S_IFREG:
-                if not filtered or _wanted(f"{rel_folder}{entry.name}", entry.name, params):
-                    path = entry.path
-                    yield make(("file", path, path, st.st_size, st.st_mtime_ns, 0, 0, 1, st.st_ino))
-                else:
-                    skipped["excluded"] += 1
-            elif kind == stat.S_IFDIR:
-                ident = (st.st_dev, st.st_ino)
-                if ident not in seen_dirs:
-                    seen_dirs.add(ident)
-                    stack.append((iter(_sorted_entries(entry.path, params, skipped)), f"{rel_folder}{entry.name}/"))
-                    break  # into the subfolder; this folder's iterator goes on after it
-        else:
-            stack.pop()
-
-
-def _sorted_entries(folder: str, params: SourceParams, skipped: dict) -> list[os.DirEntry]:
-    """A folder's entries to walk, sorted as their ids will sort (see _walk)."""
+    stack = [_Folder(root, "", params, skipped)]
     try:
-        with os.scandir(folder) as listed:
-            entries = list(listed)
-    except OSError as e:
-        raise InputError(f"{folder}: cannot list folder ({e.strerror})") from None
-    kept = []
-    for entry in entries:
-        if not params.hidden and entry.name[0] == ".":
-            skipped["hidden"] += 1
-        elif not params.follow_links and entry.is_symlink():
-            skipped["symlink"] += 1
-        else:
-            kept.append(entry)
-    kept.sort(key=lambda e: e.name + "/" if e.is_dir() else e.name)
-    return kept
+        while stack:
+            folder = stack[-1]
+            prefix, rel_folder = folder.prefix, folder.rel
+            for entry in folder.entries:
+                try:
+                    st = entry.stat()
+                except OSError:  # dangling link or vanished
+                    skipped["symlink" if entry.is_symlink() else "excluded"] += 1
+                    continue
+                kind = st.st_mode & _S_IFMT
+                if kind == stat.S_IFREG:
+                    if not filtered or _wanted(f"{rel_folder}{entry.name}", entry.name, params):
+                        path = prefix + entry.name
+                        yield make(("file", path, path, st.st_size, st.st_mtime_ns, 0, 0, 1, st.st_ino))
+                    else:
+                        skipped["excluded"] += 1
+                elif kind == stat.S_IFDIR:
+                    ident = (st.st_dev, st.st_ino)
+                    if ident not in seen_dirs:
+                        seen_dirs.add(ident)
+                        stack.append(_Folder(prefix + entry.name, f"{rel_folder}{entry.name}/", params, skipped))
+                        break  # into the subfolder; this folder's iterator goes on after it
+            else:
+                stack.pop().close()
+    finally:  # also when the consumer stops early: no descriptor is left open
+        for folder in stack:
+            folder.close()
+
+
+class _Folder:
+    """A folder being walked: an open descriptor, its entries to walk in id order (see _walk), and the prefix
+    of its files' paths (what os.scandir(path) puts before each name)."""
+
+    def __init__(self, path: str, rel: str, params: SourceParams, skipped: dict):
+        self.prefix, self.rel, self.fd = (path if path.endswith("/") else path + "/"), rel, None
+        try:
+            self.fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_CLOEXEC", 0))
+            with os.scandir(self.fd) as listed:
+                entries = list(listed)
+        except OSError as e:
+            self.close()
+            raise InputError(f"{path}: cannot list folder ({e.strerror})") from None
+        kept = []
+        for entry in entries:
+            if not params.hidden and entry.name[0] == ".":
+                skipped["hidden"] += 1
+            elif not params.follow_links and entry.is_symlink():
+                skipped["symlink"] += 1
+            else:
+                kept.append(entry)
+        kept.sort(key=lambda e: e.name + "/" if e.is_dir() else e.name)
+        self.entries = iter(kept)
+
+    def close(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
 
 
 _S_IFMT = 0o170000
