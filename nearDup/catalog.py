@@ -121,10 +121,18 @@ class Catalog:
                    for f in self.columns)
 
     def fingerprint(self) -> str:
-        """A digest of every row: the shingle stage key changes when any id, stat, hash or liveness does."""
+        """A digest of every row: the shingle stage key changes when any id, stat, hash or liveness does. A text
+        column is digested as its stored buffer (fixed-width, NUL-padded UTF-8, which holds no trailing NUL)
+        with its width, narrowed to the longest value so that equal rows give equal digests: no Python object per
+        row."""
         h = hashlib.blake2b(digest_size=16)
         for f in TEXT:
-            h.update(b"\0".join(self._stored_column(f).tolist()) + b"\1")
+            column = self._stored_column(f)
+            width = int(np.char.str_len(column).max()) if len(column) else 0
+            if column.dtype.itemsize != max(width, 1):
+                column = column.astype(f"S{max(width, 1)}")
+            h.update(b"%d:%d\1" % (len(column), column.dtype.itemsize))
+            h.update(np.ascontiguousarray(column).tobytes())
         for f in NUMBERS:
             h.update(np.ascontiguousarray(self.columns[f], np.int64).tobytes())
         return h.hexdigest()

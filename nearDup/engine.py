@@ -61,7 +61,7 @@ class LocalEngine:
         the producer (listing a folder) goes on. For the progress bar: sizes (per task, in `unit`) drive the bar;
         docs and nbytes (documents and text bytes per task, where known) add documents/s and MB/s; for a stream
         they are lists the producer fills as it goes. A task whose documents are not known in advance may return
-        its number of documents (an int), which counts when it completes."""
+        its number of documents (an int, or a result with a `docs` field), which counts when it completes."""
         streamed = not isinstance(tasks, Sequence)
         bar = _progress_bar(self.progress, desc, sizes, unit, None if streamed else len(tasks), docs, nbytes)
         try:
@@ -419,10 +419,11 @@ class _Bar:
             self.bar.refresh()
 
     def done(self, task: int, result) -> None:
+        counted = getattr(result, "docs", result)  # an int, or a result that carries its documents
         if self.docs is not None:
             self.done_docs += self.docs[task]
-        elif isinstance(result, int) and not isinstance(result, bool):
-            self.done_docs += result
+        elif isinstance(counted, int) and not isinstance(counted, bool):
+            self.done_docs += counted
             self.counts_docs = True
         if self.nbytes is not None:
             self.done_bytes += self.nbytes[task]

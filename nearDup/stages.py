@@ -12,7 +12,7 @@ import os
 import sys
 from dataclasses import asdict
 from pathlib import Path
-from typing import Callable
+from typing import Callable, NamedTuple
 
 import numpy as np
 
@@ -125,11 +125,11 @@ def _absolute(task, *names: str) -> None:
 
 
 def _map_partitions(runner: Runner, stage: str, fn, shards: list[int], keys: list[str], files: tuple[str, ...],
-                    make_task, sizes=None, unit="part", docs=None, nbytes=None, stream=None) -> int:
+                    make_task, sizes=None, unit="part", docs=None, nbytes=None, stream=None) -> tuple[int, dict]:
     """Run fn over the shards whose done marker is missing or stale (make_task(i) for the i-th listed shard);
-    returns how many were reused. docs and nbytes per shard feed the progress bar's rates. stream: an iterator
-    of shard indices i whose lists (shards, keys, sizes...) it fills as it goes; the tasks are then submitted
-    as it yields them."""
+    returns how many were reused and {i: fn's result} of the shards run. docs and nbytes per shard feed the
+    progress bar's rates. stream: an iterator of shard indices i whose lists (shards, keys, sizes...) it fills as
+    it goes; the tasks are then submitted as it yields them."""
     work = runner.work
     per_part = {name: values for name, values in (("sizes", sizes), ("docs", docs), ("nbytes", nbytes))
                 if values is not None}
@@ -148,8 +148,8 @@ def _map_partitions(runner: Runner, stage: str, fn, shards: list[int], keys: lis
             ran.append(i)
             yield make_task(i)
 
-    runner.engine.map(fn, todo() if stream is not None else list(todo()), desc=stage, unit=unit, **picked)
-    return len(keys) - len(ran) - sum((stage, n) in runner.ahead for n in shards)
+    results = runner.engine.map(fn, todo() if stream is not None else list(todo()), desc=stage, unit=unit, **picked)
+    return len(keys) - len(ran) - sum((stage, n) in runner.ahead for n in shards), dict(zip(ran, results))
 
 
 # ---------------------------------------------------------------------------------------------- 1. shingle
@@ -210,9 +210,17 @@ def shingle_documents(documents, params: ShingleParams, problems: dict) -> tuple
     return records, values, offsets
 
 
-def shingle_partition(task: PartitionTask) -> int:
-    """Read, normalise, tokenise and shingle one partition; write its docs, values and offsets, then its marker.
-    Returns the number of documents (for the progress bar)."""
+class ShingledShard(NamedTuple):
+    """What a shingle task gives back besides its files: its documents (for the progress bar), the stats of its
+    done marker and its catalog columns, so that the run does not read them back from the files it just wrote."""
+
+    docs: int
+    stats: dict
+    columns: dict
+
+
+def shingle_partition(task: PartitionTask) -> ShingledShard:
+    """Read, normalise, tokenise and shingle one partition; write its docs, values and offsets, then its marker."""
     work = WorkDir(task.root)
     problems: dict = {}
 
@@ -222,16 +230,17 @@ def shingle_partition(task: PartitionTask) -> int:
                 yield doc, {"item": item_digest(item), "inode": item.inode}
 
     records, values, offsets = shingle_documents(documents(), task.params, problems)
-    work.save_table(work.part("shingle", task.index, "docs.npz"), shard_columns(records))
+    columns = shard_columns(records)
+    stats = {"docs": len(records), "bytes": sum(r["size"] for r in records), **problems}
+    work.save_table(work.part("shingle", task.index, "docs.npz"), columns)
     work.save_array(work.part("shingle", task.index, "values.npy"), values)
     work.save_array(work.part("shingle", task.index, "offsets.npy"), offsets)
-    work.mark_part_done("shingle", task.index, task.key, suffixes=SHINGLE_FILES, stats={
-        "docs": len(records), "bytes": sum(r["size"] for r in records), **problems})
+    work.mark_part_done("shingle", task.index, task.key, suffixes=SHINGLE_FILES, stats=stats)
     if task.then:  # the next two stages' files for this shard, as their own tasks would write them
         sig_key, sig_params, bands_key, band_params = task.then
         _save_band_keys(work, task.index, bands_key, band_params,
                         _save_signatures(work, task.index, sig_key, sig_params, values, offsets))
-    return len(records)
+    return ShingledShard(len(records), stats, columns)
 
 
 def _streamed_shingles(pieces, params: ShingleParams, hash_tokens) -> np.ndarray:
@@ -341,7 +350,7 @@ def shingle(runner: Runner, args: list[str], source: SourceParams, params: Shing
         runner.ahead.update({("signature", new_shards[i]), ("band", new_shards[i])})
         return sig_key, then[0], band_key(then[1], sig_key), then[1]
 
-    reused = _map_partitions(
+    reused, shingled = _map_partitions(
         runner, "shingle", shingle_partition, new_shards, new_keys, SHINGLE_FILES,
         lambda i: PartitionTask(str(work.root), new_shards[i], new_keys[i], params, tuple(parts[i]), source,
                                 tasks_only[i], then=downstream(i)),
@@ -350,14 +359,18 @@ def shingle(runner: Runner, args: list[str], source: SourceParams, params: Shing
         raise nothing
     totals: dict = {"skipped": listing.skipped}
     added = []
-    for n, key in zip(new_shards, new_keys):
-        done = work.part_done("shingle", n, key, SHINGLE_FILES)
+    for i, (n, key) in enumerate(zip(new_shards, new_keys)):
+        if i in shingled:
+            done, columns = shingled[i].stats, shingled[i].columns
+        else:  # finished by an interrupted run: read back
+            done = work.part_done("shingle", n, key, SHINGLE_FILES)
+            columns = work.load_table(work.part("shingle", n, "docs.npz"), "shingle")
         for name, value in done.items():
             if name == "messages":
                 totals.setdefault("messages", []).extend(value)
             elif isinstance(value, int) and name not in ("docs", "bytes"):
                 totals[name] = totals.get(name, 0) + value
-        added.append(Catalog.of_shard(work.load_table(work.part("shingle", n, "docs.npz"), "shingle"), carried, run))
+        added.append(Catalog.of_shard(columns, carried, run))
         counts.append(len(added[-1]))
         shard_bytes.append(done["bytes"])
     catalog = catalog.concat(*added)
@@ -528,7 +541,7 @@ def signature(runner: Runner, params: SignatureParams) -> dict:
     if record is not None and all(work.part_done("signature", n, k, ("npy",)) for n, k in zip(shards, keys)):
         runner.log(f"signature: up to date ({params.num_perm} {params.method} permutations)")
         return record
-    reused = _map_partitions(runner, "signature", signature_partition, shards, keys, ("npy",),
+    reused, _ = _map_partitions(runner, "signature", signature_partition, shards, keys, ("npy",),
                              lambda i: PartitionTask(str(work.root), shards[i], keys[i], params),
                              sizes=upstream["docs"], unit="doc", docs=upstream["docs"], nbytes=upstream.get("bytes"))
     record = {"key": key, "params": asdict(params), "upstream": upstream["key"], "partitions": keys,

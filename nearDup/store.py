@@ -100,6 +100,7 @@ class WorkDir:
             raise WorkDirError(f"{self.root}: no such work dir; run `neardup -w {self.root} shingle PATH...` first")
         self._lock_fd: int | None = None
         self._pending: dict | None = None  # a transaction's stage records and settings, not yet in the manifest
+        self._folders: set[str] = set()  # stage folders known to exist (a mkdir per path was a syscall per file)
 
     # ------------------------------------------------------------------------------------------------ manifest
     def read_manifest(self) -> dict:
@@ -183,6 +184,7 @@ class WorkDir:
 
     def clear(self) -> None:
         """--force: forget every stage (the manifest and stage folders), keeping the lock and spooled inputs."""
+        self._folders.clear()
         for name in (*STAGES, MANIFEST):
             path = self.root / name
             if path.is_dir():
@@ -193,7 +195,9 @@ class WorkDir:
     # ------------------------------------------------------------------------------------------------ paths
     def path(self, stage: str, name: str) -> Path:
         folder = self.root / stage
-        folder.mkdir(exist_ok=True)
+        if stage not in self._folders:
+            folder.mkdir(exist_ok=True)
+            self._folders.add(stage)
         return folder / name
 
     def part(self, stage: str, index: int, suffix: str) -> Path:
