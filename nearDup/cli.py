@@ -573,7 +573,7 @@ def run(ctx, paths, unit, k, whitespace, strip_punct, num_perm, seed, minhash, t
     if app.workdir is None:
         runner.log(f"work dir: {runner.work.root}")
     signature_params = SignatureParams(num_perm, seed, minhash)
-    band_params = stages.choose_bands(num_perm, threshold, bands, rows)
+    band_params = stages.choose_bands(num_perm, threshold, bands, rows, runner.work)
     if not rebuild:
         stages.check_fixed_parameters(runner.work, {
             "shingle": stages.shingle_content(shingle_params, source_params),

@@ -570,8 +570,12 @@ def band_key(params: BandParams, signature_key: str) -> str:
     return digest("band", FORMAT, params, signature_key)
 
 
-def choose_bands(num_perm: int, threshold: float | None, bands: int | None, rows: int | None) -> BandParams:
-    """Explicit --bands/--rows (one of them may be derived from num_perm), else (b, r) from the threshold."""
+def choose_bands(num_perm: int, threshold: float | None, bands: int | None, rows: int | None,
+                 work: WorkDir | None = None) -> BandParams:
+    """Explicit --bands/--rows (one of them may be derived from num_perm), else (b, r) from the threshold: for an
+    index (work), those it was built with for this threshold and num_perm (its parameters are fixed; choosing
+    again costs ~50 ms, a twentieth of a run that adds a few documents), else lsh.optimal_bands."""
+    t = threshold if threshold is not None else DEFAULT_THRESHOLD
     if bands and rows:
         params = BandParams(bands, rows, None)
     elif bands:
@@ -579,8 +583,7 @@ def choose_bands(num_perm: int, threshold: float | None, bands: int | None, rows
     elif rows:
         params = BandParams(num_perm // rows, rows, None)
     else:
-        t = threshold if threshold is not None else DEFAULT_THRESHOLD
-        params = BandParams(*lsh.optimal_bands(min(t, 0.99), num_perm), t)
+        params = _index_bands(work, num_perm, t) or BandParams(*lsh.optimal_bands(min(t, 0.99), num_perm), t)
     if params.bands < 1 or params.rows < 1 or params.bands * params.rows > num_perm:
         raise ParameterError(
             f"band: {params.bands} bands x {params.rows} rows need {params.bands * params.rows} permutations but "
@@ -589,11 +592,23 @@ def choose_bands(num_perm: int, threshold: float | None, bands: int | None, rows
     return params
 
 
+def _index_bands(work: WorkDir | None, num_perm: int, threshold: float) -> BandParams | None:
+    """The band parameters an index chose for this threshold and num_perm, if it is an index that did."""
+    manifest = work.read_manifest() if work is not None else {}
+    if not manifest.get("index"):
+        return None
+    band_record, signature_record = (manifest["stages"].get(name) for name in ("band", "signature"))
+    if band_record is None or signature_record is None or signature_record["params"]["num_perm"] != num_perm \
+            or band_record["params"].get("threshold") != threshold:
+        return None
+    return BandParams(**band_record["params"])
+
+
 def band(runner: Runner, threshold: float | None = None, bands: int | None = None, rows: int | None = None) -> dict:
     work = runner.work
     upstream = require(work, "signature", consumer="band")
     num_perm = upstream["params"]["num_perm"]
-    params = choose_bands(num_perm, threshold, bands, rows)
+    params = choose_bands(num_perm, threshold, bands, rows, work)
     keys = [band_key(params, k) for k in upstream["partitions"]]
     key = digest("band", keys, upstream["key"])
     summary = describe_bands(params, num_perm)

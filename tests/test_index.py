@@ -259,3 +259,27 @@ def test_touching_a_file_of_a_plain_work_dir_reuses_every_shard(tmp_path):
     assert again.exit_code == 0, again.stderr
     signature = next(line for line in again.stderr.splitlines() if line.startswith("signature:"))
     assert again.stdout == first.stdout and "1 of 1 partitions reused" in signature, again.stderr
+
+
+def test_an_index_keeps_the_bands_it_chose_for_its_threshold(folder, tmp_path):
+    """An index's (b, r) are fixed at creation: a later run with the same threshold and num_perm takes the stored
+    choice instead of optimising again; a plain work dir, or another threshold, chooses afresh."""
+    from nearDup import stages
+    from nearDup.kernels import lsh
+    from nearDup.store import WorkDir
+
+    index, plain = tmp_path / "index", tmp_path / "plain"
+    for where in (["--index", index], ["-w", plain]):
+        assert invoke("run", folder, *where, *RUN).exit_code == 0
+    chosen = stages.BandParams(*lsh.optimal_bands(0.5, 128), 0.5)
+    for work in (index, plain):  # plant another choice in the stored records, as an older nearDup might have made
+        manifest = json.loads((work / "manifest.json").read_text())
+        assert manifest["stages"]["band"]["params"] == {"bands": chosen.bands, "rows": chosen.rows, "threshold": 0.5}
+        manifest["stages"]["band"]["params"].update(bands=7, rows=11)
+        (work / "manifest.json").write_text(json.dumps(manifest))
+    assert stages.choose_bands(128, 0.5, None, None, WorkDir(index)) == stages.BandParams(7, 11, 0.5)
+    assert stages.choose_bands(128, 0.5, None, None, WorkDir(plain)) == chosen
+    assert stages.choose_bands(128, 0.6, None, None, WorkDir(index)) == \
+        stages.BandParams(*lsh.optimal_bands(0.6, 128), 0.6)
+    assert stages.choose_bands(64, 0.5, None, None, WorkDir(index)) == stages.BandParams(*lsh.optimal_bands(0.5, 64), 0.5)
+    assert stages.choose_bands(128, 0.5, 4, 8, WorkDir(index)) == stages.BandParams(4, 8, None)
