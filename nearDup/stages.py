@@ -23,7 +23,7 @@ from .config import (DEFAULT_THRESHOLD, FORMAT, BandParams, CandidateParams, Clu
 from .errors import InputError, ParameterError, WorkDirError
 from .groups import KeeperRules, build_groups
 from .kernels import lsh, minhash, sets
-from .kernels.shingle import CodePointHasher, csr_sets, kgram_hashes, word_characters, word_hashes
+from .kernels.shingle import CodePointHasher, csr_sets, kgram_hashes, prepare_word_tables, word_hashes
 from .store import STAGES, WorkDir
 
 SHINGLE_FILES = ("docs.npz", "values.npy", "offsets.npy")
@@ -331,7 +331,7 @@ def shingle(runner: Runner, args: list[str], source: SourceParams, params: Shing
         items = listing.items if streamed else (item for item, _ in todo.todo)
         for i, part in enumerate(corpus.partition(items, source)):
             if i == 0 and params.unit == "word":
-                word_characters()  # built once, before the first task forks the workers that inherit it
+                prepare_word_tables()  # built once, before the first task forks the workers that inherit them
             wanted = [only.get(item.id) for item in part]
             restriction = frozenset().union(*wanted) if any(w is not None for w in wanted) else None
             parts.append(part)

@@ -62,6 +62,15 @@ def _powers(base: int, n: int) -> np.ndarray:
 BATCH_CODE_POINTS = 1 << 18  # texts are hashed in batches this large: arrays stay in cache, memory stays small
 
 
+def prepare_word_tables() -> None:
+    """Build the word kernel's per-process tables (\\w over all code points and below 256, the powers of P and
+    P^-1 for a batch): ~60 ms, page faults mostly. Called before worker processes fork, they share the tables
+    instead of each building its own."""
+    _latin1_word_bytes()
+    _powers(_POLY, BATCH_CODE_POINTS + 1)
+    _powers(_POLY_INVERSE, BATCH_CODE_POINTS + 2)
+
+
 def word_hashes(texts: list[str], positions: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     """The words (maximal runs of \\w) of each text: (hashes uint32 (T,), words per text (n,), (starts, ends) of
     each word in the texts joined by NUL). Equal words get equal hashes; a word's hash is
