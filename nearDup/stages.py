@@ -23,7 +23,7 @@ from .config import (DEFAULT_THRESHOLD, FORMAT, BandParams, CandidateParams, Clu
 from .errors import InputError, ParameterError, WorkDirError
 from .groups import KeeperRules, build_groups
 from .kernels import lsh, minhash, sets
-from .kernels.shingle import CodePointHasher, csr_sets, kgram_hashes, prepare_word_tables, word_hashes
+from .kernels.shingle import CodePointHasher, kgram_hashes, prepare_word_tables, word_hashes
 from .store import STAGES, WorkDir
 
 SHINGLE_FILES = ("docs.npz", "values.npy", "offsets.npy")
@@ -174,8 +174,9 @@ class PartitionTask:
 
 
 def shingle_documents(documents, params: ShingleParams, problems: dict) -> tuple[list[dict], np.ndarray, np.ndarray]:
-    """Normalise, tokenise and shingle documents: (records, values, offsets), the CSR shingle sets of the records
-    (id, size, mtime_ns, sha, replaced, shingles). Binary large files found while streaming count in problems."""
+    """Normalise, tokenise and shingle documents: (records, values, offsets), the records (id, size, mtime_ns, sha,
+    replaced, shingles: how many shingles the document has, repeats counted) and their shingle hashes as CSR lists
+    (sets.csr_lists). Binary large files found while streaming count in problems."""
     char_hasher = CodePointHasher()
 
     def token_hashes(texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
@@ -204,7 +205,7 @@ def shingle_documents(documents, params: ShingleParams, problems: dict) -> tuple
     if streamed:
         doc_index = np.concatenate([doc_index, *(np.full(len(h), d, np.int64) for d, h in streamed)])
         hashes = np.concatenate([hashes, *(h for _, h in streamed)])
-    values, offsets = csr_sets(doc_index, hashes, len(records))
+    values, offsets = sets.csr_lists(doc_index, hashes, len(records))
     for record, n in zip(records, np.diff(offsets).tolist()):
         record["shingles"] = n
     return records, values, offsets
@@ -524,7 +525,8 @@ def signature_key(params: SignatureParams, shingle_key: str) -> str:
 
 
 def signatures(values: np.ndarray, offsets: np.ndarray, params: SignatureParams) -> np.ndarray:
-    """MinHash signatures (n_docs, num_perm) of CSR shingle sets, by the method and seed of params."""
+    """MinHash signatures (n_docs, num_perm) of CSR shingle lists (order and repeats do not change a minimum), by
+    the method and seed of params."""
     if params.method == "oph":
         return minhash.oph_signatures(values, offsets, params.num_perm, params.seed)
     a, b = minhash.draw_affine_parameters(params.num_perm, params.seed)  # drawn again: cheap and deterministic

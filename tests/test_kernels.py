@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 from nearDup import corpus
 from nearDup.config import ShingleParams
 from nearDup.kernels import lsh, minhash, sets
-from nearDup.kernels.shingle import CodePointHasher, csr_sets, kgram_hashes, word_characters, word_hashes
+from nearDup.kernels.sets import csr_lists, csr_sets, gather_sets
+from nearDup.kernels.shingle import CodePointHasher, kgram_hashes, word_characters, word_hashes
 
 
 def csr(list_of_sets):
@@ -134,6 +135,26 @@ def test_csr_sets_matches_python_sets():
     values, offsets = csr_sets(doc, h, 52)
     for d in range(52):
         assert values[offsets[d]:offsets[d + 1]].tolist() == sorted(set(h[doc == d].tolist()))
+
+
+def test_stored_lists_keep_order_and_repeats_and_gather_gives_sorted_sets():
+    """Shards keep each document's hashes as a list (text order, repeats); gather_sets, across partitions and in
+    any requested order (repeats and empty documents too), gives each one as its sorted set."""
+    rng = np.random.default_rng(5)
+    lists = [rng.integers(0, 300, rng.integers(0, 400)).astype(np.uint32).tolist() for _ in range(60)]
+    lists[7] = [0xFFFFFFFF, 5, 0xFFFFFFFF]
+    doc = np.repeat(np.arange(60), [len(x) for x in lists])
+    values, offsets = csr_lists(doc, np.concatenate([np.asarray(x, np.uint32) for x in lists]), 60)
+    assert [values[offsets[d]:offsets[d + 1]].tolist() for d in range(60)] == lists
+    shuffled = rng.permutation(len(doc))  # documents given in any order: each keeps its own order
+    values, offsets = csr_lists(doc[shuffled], np.concatenate(lists).astype(np.uint32)[shuffled], 60)
+    assert [sorted(values[offsets[d]:offsets[d + 1]].tolist()) for d in range(60)] == [sorted(x) for x in lists]
+    parts = [csr_lists(np.repeat(np.arange(len(chunk)), [len(x) for x in chunk]),
+                       np.concatenate([np.asarray(x, np.uint32) for x in chunk]), len(chunk))
+             for chunk in (lists[:25], lists[25:])]
+    wanted = rng.integers(0, 60, 200)
+    got, lengths = gather_sets(parts, np.array([0, 25]), wanted)
+    assert [x.tolist() for x in np.split(got, np.cumsum(lengths)[:-1])] == [sorted(set(lists[d])) for d in wanted]
 
 
 def test_word_hashes_do_not_depend_on_the_batching():

@@ -1,4 +1,4 @@
-"""Shingling kernels: texts -> token hashes -> k-gram hashes -> per-document sorted unique sets (CSR).
+"""Shingling kernels: texts -> token hashes -> k-gram hashes (per document, grouped into CSR lists by sets.py).
 
 A document is a sequence of tokens: words (maximal runs of \\w characters) or characters (--unit char). No Python
 call is made per token or per shingle:
@@ -6,10 +6,9 @@ call is made per token or per shingle:
   polynomial h = sum_i c_i * P^i mod 2^64 of its code points, from prefix sums (each token's sum is
   (S[end] - S[start]) * P^-start; P is odd, so invertible mod 2^64), mixed with its length by fmix64;
 - characters: each distinct code point is hashed once with MurmurHash3 (mmh3, fixed seed), through a table;
-then a k-shingle's hash combines its k token hashes with array arithmetic (`hashing.combine`). Sets are stored
-CSR-style: `values` (uint32, each document's hashes sorted and unique, concatenated) and `offsets` (int64,
-n_docs + 1), document d being values[offsets[d]:offsets[d+1]] (MMDS 3.2: a document is represented by its set of
-k-shingles, hashed to integers).
+then a k-shingle's hash combines its k token hashes with array arithmetic (`hashing.combine`). A document is
+represented by its set of k-shingles, hashed to integers (MMDS 3.2): stored as the list of its shingle hashes in
+text order (`sets.csr_lists`), made a sorted set when compared (`sets.gather_sets`).
 """
 from __future__ import annotations
 
@@ -220,55 +219,3 @@ def kgram_hashes(token_hashes: np.ndarray, doc_lengths: np.ndarray, k: int) -> t
         block >>= U64(32)
         h[lo:hi] = block
     return np.repeat(np.arange(len(doc_lengths), dtype=np.int64), per_doc), h[inside]
-
-
-def _width_classes(counts: np.ndarray) -> list[tuple[np.ndarray, int]]:
-    """The documents with a non-empty set grouped by row width: [(documents, width)], width >= each count and
-    less than 9/8 of it (a count c in [2^e, 2^(e+1)) is rounded up to a multiple of 2^(e-3))."""
-    docs = np.flatnonzero(counts)
-    if not len(docs):
-        return []
-    c = counts[docs]
-    step = np.left_shift(1, np.maximum(np.floor(np.log2(c)).astype(np.int64) - 3, 0))
-    width = -(-c // step) * step
-    order = np.argsort(width, kind="stable")
-    width, docs = width[order], docs[order]
-    cuts = np.flatnonzero(np.diff(width)) + 1
-    return [(d, int(w[0])) for d, w in zip(np.split(docs, cuts), np.split(width, cuts))]
-
-
-def csr_sets(doc_index: np.ndarray, hashes: np.ndarray, n_docs: int) -> tuple[np.ndarray, np.ndarray]:
-    """Group (doc, hash) pairs into per-document sorted unique sets: (values uint32, offsets int64 (n_docs+1,)).
-
-    Each document's hashes are sorted as one row of a 2-D array (documents of similar length share an array,
-    padded with 0xFFFFFFFF): many small sorts run in cache, ~10x faster here than one sort of the (doc << 32 | hash)
-    keys of a partition. The padding sorts last, and a real 0xFFFFFFFF is equal to it, so each row's first
-    count entries are exactly the document's hashes, sorted; repeats are then dropped by comparing neighbours.
-    """
-    doc_index = np.asarray(doc_index, dtype=np.int64)
-    hashes = np.asarray(hashes, dtype=np.uint32)
-    if len(doc_index) > 1 and bool((doc_index[1:] < doc_index[:-1]).any()):
-        order = np.argsort(doc_index, kind="stable")
-        doc_index, hashes = doc_index[order], hashes[order]
-    counts = np.bincount(doc_index, minlength=n_docs)
-    starts = np.cumsum(counts) - counts
-    unique = np.zeros(n_docs, np.int64)
-    rows_of_class = []
-    padded = np.append(hashes, np.uint32(0xFFFFFFFF))  # index len(hashes) reads the padding
-    for docs, width in _width_classes(counts):
-        column = np.arange(width)
-        pad = column >= counts[docs][:, None]
-        source = starts[docs][:, None] + column  # row i: document docs[i]'s hashes, then padding
-        source[pad] = len(hashes)
-        rows = padded[source]
-        rows.sort(axis=1)
-        keep = ~pad
-        keep[:, 1:] &= rows[:, 1:] != rows[:, :-1]
-        unique[docs] = keep.sum(axis=1)
-        rows_of_class.append((docs, rows[keep]))
-    offsets = np.zeros(n_docs + 1, dtype=np.int64)
-    np.cumsum(unique, out=offsets[1:])
-    values = np.empty(int(offsets[-1]), dtype=np.uint32)
-    for docs, kept in rows_of_class:
-        values[sets.ranges(offsets[docs], unique[docs])] = kept
-    return values, offsets
