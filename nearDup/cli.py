@@ -187,14 +187,17 @@ class App:
             work = WorkDir(path)
             work.lock(self.wait_lock)
             click.get_current_context().find_root().call_on_close(work.release)  # on errors too
+            log = (lambda message: None) if self.quiet else _log
             if self.force:
+                work.clear()
+            elif self.workdir is None and not work.usable():  # the cache under ~/.cache holds derived data only
+                log(f"work dir: {work.root} was written by another nearDup version or is damaged; rebuilding it")
                 work.clear()
             if self.index or work.read_manifest().get("index"):
                 self.index = True
                 work.begin()  # committed once the results are reported: an interrupted run changes nothing
                 work.set(index=True)
             progress = self.progress if self.progress is not None else sys.stderr.isatty() and not self.quiet
-            log = (lambda message: None) if self.quiet else _log
             engine = make_engine(self.jobs, progress, self.scheduler, self.scheduler_file, work.root, log)
             click.get_current_context().find_root().call_on_close(engine.close)
             self.runner = stages.Runner(work, engine, log)

@@ -111,6 +111,14 @@ class WorkDir:
             manifest.update({k: v for k, v in self._pending.items() if k != "stages"})
         return manifest
 
+    def usable(self) -> bool:
+        """Whether the manifest can be read by this nearDup (absent counts: a new work dir)."""
+        try:
+            self._stored_manifest()
+        except WorkDirError:
+            return False
+        return True
+
     def _stored_manifest(self) -> dict:
         path = self.root / MANIFEST
         if not path.exists():

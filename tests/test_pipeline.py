@@ -11,6 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from nearDup.cli import cli
+from nearDup.config import FORMAT
 from nearDup.kernels import lsh
 
 from conftest import REPO, SAMPLE, brute_force_pairs, reference_shingles
@@ -262,6 +263,21 @@ def test_work_dir_from_another_version_is_refused(tmp_path):
     assert_one_line_error(invoke("-w", w, "run", SAMPLE), "9.9.9", "--force")
     r = invoke("-w", w, "run", SAMPLE, "--force")
     assert r.exit_code == 0 and r.stdout.count("\n") == 10
+
+
+def test_the_default_cache_work_dir_is_rebuilt_when_another_version_wrote_it(tmp_path, monkeypatch):
+    """Without -w, the work dir is a cache under XDG_CACHE_HOME: derived data only, so one from another format
+    (or damaged) is rebuilt with a line on stderr instead of stopping the run; an explicit -w is refused (above)."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    first = invoke("run", SAMPLE)
+    assert first.exit_code == 0
+    (cache,) = (tmp_path / "cache" / "neardup").iterdir()
+    for damage in ('{"format": 999, "version": "9.9.9", "stages": {}}', "{not json"):
+        (cache / "manifest.json").write_text(damage)
+        again = invoke("run", SAMPLE)
+        assert again.exit_code == 0 and again.stdout == first.stdout
+        assert "rebuilding it" in again.stderr and "shingle: 34 documents" in again.stderr
+        assert json.loads((cache / "manifest.json").read_text())["format"] == FORMAT
 
 
 def test_jsonl_input(tmp_path):
