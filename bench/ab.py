@@ -14,31 +14,16 @@ from __future__ import annotations
 import argparse
 import hashlib
 import os
-import resource
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import common  # noqa: E402
 import peers  # noqa: E402
 import run as bench_run  # noqa: E402
-
-
-def timed(cmd: list[str], env: dict) -> tuple[float, float, bytes]:
-    """(wall s, CPU s of the process tree, stdout) of one whole process."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    start = time.perf_counter()
-    done = subprocess.run(cmd, env=env, capture_output=True)
-    wall = time.perf_counter() - start
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    if done.returncode != 0:
-        raise SystemExit(f"failed: {' '.join(cmd)}: {done.stderr.decode(errors='replace')[-1000:]}")
-    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), done.stdout
 
 
 def main(argv=None) -> None:
@@ -66,7 +51,7 @@ def main(argv=None) -> None:
                 cmd = ["neardup", "run", docs, "--threshold", str(common.THRESHOLD), "--num-perm",
                        str(common.NUM_PERM), "--bands", str(common.BANDS), "--rows", str(common.ROWS), "-w", work,
                        "--jobs", str(args.jobs)]
-                wall, cpu, out = timed(cmd, side["env"])
+                wall, cpu, out = common.timed(cmd, side["env"])
                 side["runs"].append((wall, cpu))
                 side["stdout"] = side["stdout"] or hashlib.sha256(out).hexdigest()
                 if hashlib.sha256(out).hexdigest() != side["stdout"] or side["stdout"] != sides["A"]["stdout"]:

@@ -1,4 +1,5 @@
-"""What the peers and the ground truth share: listing a corpus folder, and the one common Python shingler.
+"""What the benchmark scripts share: listing a corpus folder, the one common Python shingler (for the peers and the
+ground truth), and timing one whole process.
 
 The shingler is the same text model as nearDup's defaults (--unit word -k 5): NFKC, case folding, maximal runs of
 \\w, word 5-grams. Shingles are the 5 words joined by one space, encoded as UTF-8, in a set of bytes.
@@ -7,6 +8,10 @@ from __future__ import annotations
 
 import os
 import re
+import resource
+import subprocess
+import sys
+import time
 import unicodedata
 
 WORD = re.compile(r"\w+")
@@ -63,3 +68,16 @@ def write_pairs(path: str, pairs: dict[tuple[str, str], float]) -> None:
     with open(path, "w", encoding="utf-8", errors="surrogateescape") as f:
         for (a, b), j in sorted(pairs.items(), key=lambda kv: (-kv[1], kv[0])):
             f.write(f"{j:.4f}\t{a}\t{b}\n")
+
+
+def timed(cmd: list[str], env: dict | None = None) -> tuple[float, float, bytes]:
+    """(wall s, CPU s of the child's process tree, stdout) of one whole process; exits naming it if it fails
+    (exit status 1 is nearDup's "found something" with --exit-code, not a failure)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    done = subprocess.run(cmd, env=env, capture_output=True)
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if done.returncode not in (0, 1):
+        sys.exit(f"{' '.join(cmd)} failed: {done.stderr.decode(errors='replace')[-2000:]}")
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), done.stdout

@@ -17,16 +17,14 @@ import datetime
 import os
 import platform
 import random
-import resource
 import shutil
 import statistics
-import subprocess
 import sys
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.path.join(HERE, "out", "incremental")
 sys.path.insert(0, HERE)
+import common  # noqa: E402
 import corpora  # noqa: E402
 import run as bench_run  # noqa: E402
 
@@ -36,15 +34,8 @@ BEGIN, END = "<!-- incremental: bench/incremental.py -->", "<!-- /incremental --
 
 
 def timed(args: list[str]) -> tuple[float, float, bytes]:
-    """(wall s, CPU s of the child, stdout) of one whole neardup process."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    start = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "nearDup", *args], capture_output=True)
-    wall = time.perf_counter() - start
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    if done.returncode not in (0, 1):
-        sys.exit(f"neardup {' '.join(args)} failed: {done.stderr.decode()[-2000:]}")
-    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), done.stdout
+    """(wall s, CPU s, stdout) of one whole neardup process."""
+    return common.timed([sys.executable, "-m", "nearDup", *args])
 
 
 def floors(docs: str, reps: int) -> dict:
@@ -54,14 +45,7 @@ def floors(docs: str, reps: int) -> dict:
                 "start-up": [sys.executable, "-c", "import nearDup.cli"]}
     out = {}
     for name, cmd in commands.items():
-        runs = []
-        for _ in range(reps):
-            before = resource.getrusage(resource.RUSAGE_CHILDREN)
-            start = time.perf_counter()
-            subprocess.run(cmd, stdout=subprocess.DEVNULL, check=True)
-            after = resource.getrusage(resource.RUSAGE_CHILDREN)
-            runs.append((time.perf_counter() - start,
-                         (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)))
+        runs = [common.timed(cmd)[:2] for _ in range(reps)]
         out[name] = [statistics.median(r[i] for r in runs) for i in (0, 1)]
     return out
 
