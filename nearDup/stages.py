@@ -175,8 +175,8 @@ class PartitionTask:
 
 def shingle_documents(documents, params: ShingleParams, problems: dict) -> tuple[list[dict], np.ndarray, np.ndarray]:
     """Normalise, tokenise and shingle documents: (records, values, offsets), the records (id, size, mtime_ns, sha,
-    replaced, shingles: how many shingles the document has, repeats counted) and their shingle hashes as CSR lists
-    (sets.csr_lists). Binary large files found while streaming count in problems."""
+    replaced, shingles: how many shingle hashes are stored for it, repeats counted except for a streamed file) and
+    their shingle hashes as CSR lists (sets.csr_lists). Binary large files found while streaming count in problems."""
     char_hasher = CodePointHasher()
 
     def token_hashes(texts: list[str]) -> tuple[np.ndarray, np.ndarray]:

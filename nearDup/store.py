@@ -5,7 +5,8 @@
       lock                             held (flock) by the one run allowed at a time (shared by `query`)
       inputs/                          JSONL read from stdin or .gz, spooled so partitions can seek
       shingle/part-00000.docs.npz      the shard's documents as columns: id, size, mtime_ns, inode, sha, shingles, ...
-      shingle/part-00000.values.npy    uint32: each document's shingle hashes in text order (repeats kept), concatenated
+      shingle/part-00000.values.npy    uint32: each document's shingle hashes in text order, repeats
+                                       kept (a file over 2 MB, shingled as it streams: its distinct ones)
       shingle/part-00000.offsets.npy   int64 (n_docs + 1): document d is values[offsets[d]:offsets[d+1]]
       shingle/KEY.catalog.npz          one row per document of the listed shards, in order: its current id, size,
                                        mtime_ns, inode, sha, live (false once deleted or changed), added (run)

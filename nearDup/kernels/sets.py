@@ -1,8 +1,9 @@
 """Per-document shingle sets in CSR form, and exact set similarity over them, many pairs at once.
 
 Shards store each document's shingle hashes as a list (CSR: `values` uint32 concatenated, `offsets` int64
-n_docs + 1), in text order with repeats: MinHash takes minima, which neither order nor repeats change, so no
-document is sorted when it is shingled. A set is made sorted and unique when it is compared (`gather_sets`), which
+n_docs + 1), in text order with repeats (a file over 2 MB, shingled as it streams, as its distinct hashes in
+order, which bounds its memory): MinHash takes minima, which neither order nor repeats change, so no document is
+sorted when it is shingled. A set is made sorted and unique when it is compared (`gather_sets`), which
 is for the few documents of candidate pairs only.
 
 J(A, B) = |A ∩ B| / |A ∪ B| = |A ∩ B| / (|A| + |B| - |A ∩ B|)   (MMDS 3.1.1)
