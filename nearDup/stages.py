@@ -162,7 +162,7 @@ class PartitionTask:
     index: int  # the shard number
     key: str
     params: object
-    items: tuple = ()  # shingle: the partition's inputs
+    items: corpus.PackedItems | tuple = ()  # shingle: the partition's inputs
     source: SourceParams | None = None
     only: frozenset | None = None  # shingle: only these document ids of the items (the rest are indexed already)
     cwd: str = ""  # what relative paths of items are relative to (resolving a million items here costs seconds)
@@ -335,12 +335,12 @@ def shingle(runner: Runner, args: list[str], source: SourceParams, params: Shing
                 prepare_word_tables()  # built once, before the first task forks the workers that inherit them
             wanted = [only.get(item.id) for item in part]
             restriction = frozenset().union(*wanted) if any(w is not None for w in wanted) else None
-            parts.append(part)
-            new_keys.append(digest("shingle", FORMAT, content, [item.fingerprint() for item in part],
+            parts.append(corpus.PackedItems(part))
+            new_keys.append(digest("shingle", FORMAT, content, parts[-1].fingerprint(),
                                    sorted(restriction) if restriction is not None else None))
             new_shards.append(next_shard + i)
             tasks_only.append(restriction)
-            part_bytes.append(sum(item.size for item in part))
+            part_bytes.append(parts[-1].bytes())
             yield i
 
     def downstream(i: int) -> tuple:
@@ -353,7 +353,7 @@ def shingle(runner: Runner, args: list[str], source: SourceParams, params: Shing
 
     reused, shingled = _map_partitions(
         runner, "shingle", shingle_partition, new_shards, new_keys, SHINGLE_FILES,
-        lambda i: PartitionTask(str(work.root), new_shards[i], new_keys[i], params, tuple(parts[i]), source,
+        lambda i: PartitionTask(str(work.root), new_shards[i], new_keys[i], params, parts[i], source,
                                 tasks_only[i], then=downstream(i)),
         sizes=part_bytes, unit="B", nbytes=part_bytes, stream=partitions())
     if not parts and streamed:
