@@ -105,9 +105,9 @@ class Catalog:
                         for f, c in self.columns.items()})
 
     def concat(self, *others: "Catalog") -> "Catalog":
-        parts = [self, *(o for o in others if len(o))]
-        if len(parts) == 1:
-            return self
+        parts = [p for p in (self, *others) if len(p)]  # an empty catalog's text columns are lists: never decode
+        if len(parts) <= 1:                                 # a million ids to join it
+            return parts[0] if parts else self
         def joined(f: str):  # text stays undecoded bytes while every part's is
             if all(isinstance(p.columns[f], np.ndarray) for p in parts):
                 return np.concatenate([p.columns[f] for p in parts])
