@@ -70,9 +70,27 @@ def write_pairs(path: str, pairs: dict[tuple[str, str], float]) -> None:
             f.write(f"{j:.4f}\t{a}\t{b}\n")
 
 
+def settle(timeout: float = 60.0) -> None:
+    """Flush dirty pages and wait until the kernel has written them, unmeasured, before a measured process starts.
+
+    A nearDup run leaves its work dir (1.7 GB at a million documents) dirty in the page cache, and the script then
+    deletes it: on this machine's ext4 (mounted with discard) that writeback and those discards landed on the next
+    run's clock. One --jobs 1 run at 1M took 118 s wall and 42 s sys straight after another run's work dir was
+    deleted, and 42 s wall and 14 s sys once the disk had settled."""
+    os.sync()
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with open("/proc/meminfo") as f:
+            kb = {line.split(":")[0]: int(line.split()[1]) for line in f}
+        if kb.get("Dirty", 0) + kb.get("Writeback", 0) < 4096:
+            break
+        time.sleep(0.2)
+
+
 def timed(cmd: list[str], env: dict | None = None) -> tuple[float, float, bytes]:
     """(wall s, CPU s of the child's process tree, stdout) of one whole process; exits naming it if it fails
     (exit status 1 is nearDup's "found something" with --exit-code, not a failure)."""
+    settle()
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     done = subprocess.run(cmd, env=env, capture_output=True)

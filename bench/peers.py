@@ -102,6 +102,7 @@ def warm_cache(root: str) -> None:
 
 def measure(cmd: list[str], stdout, env: dict | None = None) -> tuple[dict, str, int, int]:
     """Run cmd as a child process; (rusage-derived numbers without bytes, stderr, exit code, tree RSS peak)."""
+    common.settle()
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     busy0 = machine_busy_s()
     t0 = time.perf_counter()

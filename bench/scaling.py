@@ -54,6 +54,7 @@ def run_config(config: str, docs: str, env: dict) -> tuple[float, float, list[by
         cmds = [["neardup", "-q", "run", docs, "--threshold", str(common.THRESHOLD), "--num-perm",
                  str(common.NUM_PERM), "--bands", str(common.BANDS), "--rows", str(common.ROWS), "-w",
                  os.path.join(parent, f"w{i}"), "--jobs", jobs] for i in range(copies)]
+        common.settle()
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         start = time.perf_counter()
         procs = [subprocess.Popen(cmd, stdout=open(out, "wb"), env=env) for cmd, out in zip(cmds, outs)]
