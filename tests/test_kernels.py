@@ -123,6 +123,21 @@ def test_word_hashes_tokenise_like_re_findall(texts):
         assert by_word.setdefault(w, h) == h  # equal words, equal hashes
 
 
+def test_word_table_fills_the_blocks_texts_use(monkeypatch):
+    import re
+
+    from nearDup.kernels import shingle
+
+    monkeypatch.setattr(shingle, "_WORD_TABLE", np.zeros(0x110000, dtype=bool))
+    monkeypatch.setattr(shingle, "_WORD_BLOCKS_DONE", np.zeros(0x110000 >> 12, dtype=bool))
+    texts = ["caf\u00e9 \u201cquoted\u201d", "\u0436\u0443\u043a \u4e2d\u6587\u5b57 x\u0301y", "\U0001d400\U0001d401 \u00bd_1"]
+    _, counts, (starts, ends) = word_hashes(texts)
+    joined = "\0".join(texts)
+    assert [joined[a:b] for a, b in zip(starts.tolist(), ends.tolist())] == re.findall(r"\w+", joined)
+    touched = sorted({ord(c) >> 12 for c in joined} | {0})
+    assert np.flatnonzero(shingle._WORD_BLOCKS_DONE).tolist() == touched  # only what the texts needed
+
+
 def test_word_hashes_rarely_collide():
     words = [f"w{i}" for i in range(200_000)] + ["a" * n for n in range(1, 300)]
     hashes = word_hashes([" ".join(words)])[0]

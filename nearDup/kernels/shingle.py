@@ -13,6 +13,7 @@ text order (`sets.csr_lists`), made a sorted set when compared (`sets.gather_set
 from __future__ import annotations
 
 import functools
+import re
 
 import mmh3
 import numpy as np
@@ -28,19 +29,27 @@ _POLY = 0x100000001B3  # odd: the FNV-64 prime
 _POLY_INVERSE = pow(_POLY, -1, 1 << 64)
 
 
-@functools.cache
-def word_characters() -> np.ndarray:
-    """bool (0x110000,): the code points Python's re matches with \\w (checked for every code point by the tests),
-    surrogates excluded. Built once per process, before workers fork."""
-    import re
+_WORD_BLOCK_BITS = 12  # \w is classified 4096 code points at a time, the first time a text uses them
+_WORD_TABLE = np.zeros(0x110000, dtype=bool)
+_WORD_BLOCKS_DONE = np.zeros(0x110000 >> _WORD_BLOCK_BITS, dtype=bool)
 
-    codes = np.arange(0x110000, dtype="<u4")
-    codes[0xD800:0xE000] = 0  # surrogates cannot be decoded; NUL is not a word character
-    everything = codes.tobytes().decode("utf-32-le")
-    table = np.zeros(0x110000, dtype=bool)
-    for run in re.finditer(r"\w+", everything):  # the runs of word characters, found by re itself, in C
-        table[run.start():run.end()] = True
-    return table
+
+def word_characters(code_points: np.ndarray | None = None) -> np.ndarray:
+    """bool (0x110000,): the code points Python's re matches with \\w (checked for every code point by the tests),
+    surrogates excluded; filled for the blocks of 4096 code points that code_points touch (None: all of them).
+
+    Built whole up front (re over a string of every code point) it took ~50 ms of every run before the first
+    partition; most text needs two blocks (Latin, and U+2000.. for punctuation such as curly quotes)."""
+    needed = np.zeros(len(_WORD_BLOCKS_DONE), dtype=bool)
+    needed[slice(None) if code_points is None else code_points >> _WORD_BLOCK_BITS] = True
+    for block in np.flatnonzero(needed & ~_WORD_BLOCKS_DONE).tolist():
+        first = block << _WORD_BLOCK_BITS
+        codes = np.arange(first, first + (1 << _WORD_BLOCK_BITS), dtype="<u4")
+        codes[(codes >= 0xD800) & (codes < 0xE000)] = 0  # surrogates cannot be decoded; NUL is no word character
+        for run in re.finditer(r"\w+", codes.tobytes().decode("utf-32-le")):  # runs of word characters, by re
+            _WORD_TABLE[first + run.start():first + run.end()] = True
+        _WORD_BLOCKS_DONE[block] = True
+    return _WORD_TABLE
 
 
 _POWER_TABLES: dict[int, np.ndarray] = {}
@@ -136,7 +145,7 @@ def _batched_word_hashes(texts: list[str], positions: bool = True) -> tuple[np.n
 @functools.cache
 def _latin1_word_bytes() -> bytes:
     """bytes.translate table: byte c -> 1 if chr(c) is a word character, else 0 (code points below 256)."""
-    return word_characters()[:256].astype(np.uint8).tobytes()
+    return word_characters(np.zeros(1, np.uint32))[:256].astype(np.uint8).tobytes()
 
 
 def _word_hashes(texts: list[str], positions: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
@@ -149,7 +158,7 @@ def _word_hashes(texts: list[str], positions: bool = True) -> tuple[np.ndarray, 
         is_word = np.frombuffer(raw.translate(_latin1_word_bytes()), dtype=np.bool_)
     except UnicodeEncodeError:
         cps = np.frombuffer(joined.encode("utf-32-le", "surrogatepass"), dtype="<u4")
-        is_word = word_characters()[cps]
+        is_word = word_characters(cps)[cps]
     # Edges between neighbours in the padded text alternate start, end, ...; edge i (between padded positions i
     # and i + 1) is position i of the unpadded text.
     edges = np.flatnonzero(is_word[1:] != is_word[:-1])
