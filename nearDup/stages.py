@@ -910,7 +910,7 @@ def verify(runner: Runner, params: VerifyParams) -> dict:
     sizes = np.concatenate([sizes, fresh_sizes])
     order = np.argsort(lsh.pair_codes(accepted), kind="stable")
     accepted, scores, sizes = accepted[order], scores[order], sizes[order]
-    out = _pair_records(load_catalog(work, shingle_record).ids_of(np.unique(accepted).tolist()), accepted, scores,
+    out = _pair_records(load_catalog(work, shingle_record).ids_of(sets.sorted_unique(accepted.ravel()).tolist()), accepted, scores,
                         sizes)
     work.save_array(work.output("verify", "checked.npy", key), pairs)
     work.save_array(work.output("verify", "pairs.npy", key), accepted)
@@ -1098,7 +1098,7 @@ def query(work: WorkDir, paths: list[str], stdin, threshold: float | None) -> tu
         lo, hi = np.searchsorted(sorted_keys, keys[:, j], "left"), np.searchsorted(sorted_keys, keys[:, j], "right")
         found.append(np.stack([np.repeat(np.arange(len(records)), hi - lo), numbers[sets.ranges(lo, hi - lo)]], axis=1))
     pairs = lsh.unique_pairs(np.concatenate(found))
-    ids = catalog.ids_of(np.unique(pairs[:, 1]).tolist())  # of ~100,000, the few found: not the whole column
+    ids = catalog.ids_of(sets.sorted_unique(pairs[:, 1]).tolist())  # of ~100,000, the few found: not the whole column
     pairs = pairs[[records[a]["id"] != ids[b] for a, b in pairs.tolist()]].reshape(-1, 2)
     mine = [(values, offsets)]
     va, la = sets.gather_sets(mine, np.zeros(1, np.int64), pairs[:, 0])

@@ -11,7 +11,7 @@ import functools
 import numpy as np
 
 from .hashing import U64, combine
-from .sets import ranges
+from .sets import ranges, sorted_unique
 
 BAND_SEED = 0x62616E64
 _GRID = np.linspace(0.0, 1.0, 4001)  # integration grid for the error areas
@@ -125,7 +125,7 @@ def bucket_pairs(sorted_keys: np.ndarray, numbers: np.ndarray, max_bucket: int, 
     lengths = np.diff(np.r_[starts, n])
     out = []
     small = (lengths >= 2) & (lengths <= max_bucket)
-    for size in np.unique(lengths[small]).tolist():
+    for size in sorted_unique(lengths[small]).tolist():
         s = starts[lengths == size]
         iu, ju = np.triu_indices(size, 1)
         out.append(np.stack([numbers[s[:, None] + iu].ravel(), numbers[s[:, None] + ju].ravel()], axis=1))
@@ -150,8 +150,8 @@ def update_band(sorted_keys: np.ndarray, numbers: np.ndarray, old_rank: np.ndarr
     counted per band; a pair of old documents in an untouched bucket is not looked at. Returned large buckets are
     all of the band's (an untouched large bucket was large before, hence touched)."""
     merged = merge_band_index(sorted_keys, numbers, dead, new_keys, new_numbers)
-    touched = np.unique(np.concatenate([new_keys, sorted_keys[dead[numbers]],
-                                        np.asarray(large_keys, np.int64).view(np.uint64)]))
+    touched = sorted_unique(np.concatenate([new_keys, sorted_keys[dead[numbers]],
+                                            np.asarray(large_keys, np.int64).view(np.uint64)]))
     lost, _ = bucket_pairs(*bucket_members(sorted_keys, numbers, touched), max_bucket, old_rank)
     gained, large = bucket_pairs(*bucket_members(*merged, touched), max_bucket, rank)
     return merged, lost, gained, large

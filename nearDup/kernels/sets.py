@@ -17,7 +17,8 @@ from .hashing import U64
 
 
 def sorted_unique(values: np.ndarray) -> np.ndarray:
-    """The distinct values, ascending (sort and compare neighbours; numpy 2's np.unique took 29 s on 16M uint64)."""
+    """The distinct values, ascending (sort and compare neighbours). Not np.unique: numpy 2's took 29 s on 16M
+    uint64, and its first call in a process imports numpy.ma (~10 ms, in the main process and in every worker)."""
     values = np.sort(values)
     if len(values) < 2:
         return values
@@ -109,14 +110,14 @@ def gather_sets(parts, part_starts: np.ndarray, doc_ids: np.ndarray) -> tuple[np
     local = doc_ids - part_starts[part]
     starts = np.empty(len(doc_ids), np.int64)
     lengths = np.empty(len(doc_ids), np.int64)
-    for p in np.unique(part).tolist():
+    for p in sorted_unique(part).tolist():
         m = part == p
         offs = parts[p][1]
         starts[m] = offs[local[m]]
         lengths[m] = offs[local[m] + 1] - starts[m]
     out = np.empty(int(lengths.sum()), np.uint32)
     out_starts = np.cumsum(lengths) - lengths
-    for p in np.unique(part).tolist():
+    for p in sorted_unique(part).tolist():
         m = part == p
         out[ranges(out_starts[m], lengths[m])] = parts[p][0][ranges(starts[m], lengths[m])]
     values, offsets = csr_sets(np.repeat(np.arange(len(doc_ids), dtype=np.int64), lengths), out, len(doc_ids))
@@ -129,7 +130,7 @@ def gather_rows(parts, part_starts: np.ndarray, doc_ids: np.ndarray) -> np.ndarr
     part = np.searchsorted(part_starts, doc_ids, side="right") - 1
     local = doc_ids - part_starts[part]
     out = np.empty((len(doc_ids),) + parts[0].shape[1:], dtype=parts[0].dtype)
-    for p in np.unique(part).tolist():
+    for p in sorted_unique(part).tolist():
         m = part == p
         out[m] = parts[p][local[m]]
     return out

@@ -192,7 +192,7 @@ class CodePointHasher:
 
     def hash_text(self, text: str) -> np.ndarray:
         cps = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype="<u4")
-        missing = np.unique(cps[~self.known[cps]])
+        missing = sets.sorted_unique(cps[~self.known[cps]])
         for cp in missing.tolist():
             self.table[cp] = mmh3.hash(chr(cp).encode("utf-8", "surrogatepass"), TOKEN_SEED, signed=False)
         self.known[missing] = True
