@@ -73,10 +73,9 @@ def write_pairs(path: str, pairs: dict[tuple[str, str], float]) -> None:
 def settle(timeout: float = 60.0) -> None:
     """Flush dirty pages and wait until the kernel has written them, unmeasured, before a measured process starts.
 
-    A nearDup run leaves its work dir (1.7 GB at a million documents) dirty in the page cache, and the script then
-    deletes it: on this machine's ext4 (mounted with discard) that writeback and those discards landed on the next
-    run's clock. One --jobs 1 run at 1M took 118 s wall and 42 s sys straight after another run's work dir was
-    deleted, and 42 s wall and 14 s sys once the disk had settled."""
+    Dirty pages left by earlier runs or by anything else on the machine are written back by ext4 30 s after they
+    were dirtied, whichever measurement is running then. (Deleting a work dir before its writeback drops its
+    pages without I/O: that alone did not explain one 118 s run at 1M that took 42 s once repeated.)"""
     os.sync()
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
