@@ -910,8 +910,8 @@ def verify(runner: Runner, params: VerifyParams) -> dict:
     sizes = np.concatenate([sizes, fresh_sizes])
     order = np.argsort(lsh.pair_codes(accepted), kind="stable")
     accepted, scores, sizes = accepted[order], scores[order], sizes[order]
-    out = _pair_records(load_catalog(work, shingle_record).ids_of(sets.sorted_unique(accepted.ravel()).tolist()), accepted, scores,
-                        sizes)
+    ids = load_catalog(work, shingle_record).ids_of(sets.sorted_unique(accepted.ravel()).tolist())
+    out = _pair_records(ids, accepted, scores, sizes)
     work.save_array(work.output("verify", "checked.npy", key), pairs)
     work.save_array(work.output("verify", "pairs.npy", key), accepted)
     work.save_array(work.output("verify", "scores.npy", key), scores)

@@ -130,8 +130,9 @@ def test_word_table_fills_the_blocks_texts_use(monkeypatch):
 
     monkeypatch.setattr(shingle, "_WORD_TABLE", np.zeros(0x110000, dtype=bool))
     monkeypatch.setattr(shingle, "_WORD_BLOCKS_DONE", np.zeros(0x110000 >> 12, dtype=bool))
-    texts = ["caf\u00e9 \u201cquoted\u201d", "\u0436\u0443\u043a \u4e2d\u6587\u5b57 x\u0301y", "\U0001d400\U0001d401 \u00bd_1"]
-    _, counts, (starts, ends) = word_hashes(texts)
+    texts = ["caf\u00e9 \u201cquoted\u201d", "\u0436\u0443\u043a \u4e2d\u6587\u5b57 x\u0301y",
+             "\U0001d400\U0001d401 \u00bd_1"]  # Latin-1, punctuation, Cyrillic, CJK, a combining mark, maths
+    _, _, (starts, ends) = word_hashes(texts)
     joined = "\0".join(texts)
     assert [joined[a:b] for a, b in zip(starts.tolist(), ends.tolist())] == re.findall(r"\w+", joined)
     touched = sorted({ord(c) >> 12 for c in joined} | {0})
