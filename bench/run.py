@@ -250,9 +250,10 @@ def write_report(path: str, args, corpora: list[dict], results: dict, started: f
              "sharing a shingle, bench/truth.py); false = reported pairs that are not in the ground truth; "
              "others' load = CPU seconds the rest of the machine used during the run / wall s (median; 2 cores "
              "in all: at 1.0 another process kept one core busy, so --jobs 2 cannot scale and wall times "
-             "stretch). Each run starts with the corpus in the page cache (read once, unmeasured) and no dirty pages left by the run before (synced, unmeasured). The peers' RSS "
-             "is mostly the shingle sets of the whole corpus held as Python sets of bytes (needed for their exact "
-             "verification); nearDup keeps its hashed shingles in its work dir.")
+             "stretch). Each run starts with the corpus in the page cache (read once, unmeasured) and no dirty "
+             "pages left by the run before (synced, unmeasured). The peers' RSS is mostly the shingle sets of "
+             "the whole corpus held as Python sets of bytes (needed for their exact verification); "
+             "nearDup keeps its hashed shingles in its work dir.")
     L.append("")
 
     # headline
