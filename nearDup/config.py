@@ -41,8 +41,10 @@ class SourceParams:
     follow_links: bool = False
     null: bool = False  # paths on stdin are NUL-separated
     strict: bool = False  # a bad JSONL line stops the run instead of being skipped
-    partition_docs: int = 1000
-    partition_bytes: int = 16 << 20
+    # A partition (shard) is cut by bytes for usual documents; the count caps it for tiny ones. Each shard costs
+    # ~3-7 ms beyond its documents (its eight files, its task): 1 KB documents at 1,000 a shard spent 15% there.
+    partition_docs: int = 4000
+    partition_bytes: int = 4 << 20
 
 
 @dataclasses.dataclass(frozen=True)
