@@ -379,7 +379,9 @@ def shingle(runner: Runner, args: list[str], source: SourceParams, params: Shing
     totals.update(catalog.summary(), added=int(((catalog["added"] == run) & catalog.live).sum()),
                   removed=todo.removed, renamed=todo.renamed)
     key = digest("shingle", keys, inputs, catalog.fingerprint())
-    work.save_table(work.output("shingle", CATALOG, key), catalog.stored())
+    catalog = Catalog(catalog.stored())  # as the next stages would load it
+    work.save_table(work.output("shingle", CATALOG, key), catalog.columns)
+    _remember_catalog(_catalog_version(work.output("shingle", CATALOG, key)), catalog)
     record = {"key": key, "params": asdict(params), "source": asdict(source), "content": content,
               "inputs": inputs, "partitions": keys, "shards": shards, "docs": counts, "bytes": shard_bytes, "run": run,
               "next_shard": next_shard + len(parts), "files": _files(work, "shingle", key, CATALOG),
@@ -397,15 +399,23 @@ _CATALOGS: dict[tuple, Catalog] = {}  # loaded once per process: several stages 
 
 def load_catalog(work: WorkDir, record: dict) -> Catalog:
     path = work.output("shingle", CATALOG, record["key"])
+    version = _catalog_version(path)
+    if version is None or version not in _CATALOGS:
+        _remember_catalog(version, Catalog(work.load_table(path, "shingle")))
+    return _CATALOGS[version]
+
+
+def _catalog_version(path: Path) -> tuple | None:
     try:
         st = path.stat()
-        version = (str(path), st.st_size, st.st_mtime_ns)
     except OSError:
-        version = None
-    if version is None or version not in _CATALOGS:
-        _CATALOGS.clear()
-        _CATALOGS[version] = Catalog(work.load_table(path, "shingle"))
-    return _CATALOGS[version]
+        return None
+    return str(path), st.st_size, st.st_mtime_ns
+
+
+def _remember_catalog(version: tuple | None, catalog: Catalog) -> None:
+    _CATALOGS.clear()
+    _CATALOGS[version] = catalog
 
 
 def _stored_catalog(runner: Runner, record: dict) -> Catalog:
