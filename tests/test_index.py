@@ -12,6 +12,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 from click.testing import CliRunner
 
@@ -283,3 +284,25 @@ def test_an_index_keeps_the_bands_it_chose_for_its_threshold(folder, tmp_path):
         stages.BandParams(*lsh.optimal_bands(0.6, 128), 0.6)
     assert stages.choose_bands(64, 0.5, None, None, WorkDir(index)) == stages.BandParams(*lsh.optimal_bands(0.5, 64), 0.5)
     assert stages.choose_bands(128, 0.5, 4, 8, WorkDir(index)) == stages.BandParams(4, 8, None)
+
+
+def test_catalog_fingerprint_depends_on_the_rows_only():
+    """However a catalog's columns are held (decoded lists, bytes arrays wider than their longest value, parts of
+    different widths joined), equal rows give equal fingerprints, and any changed value changes it."""
+    from nearDup.catalog import NUMBERS, Catalog
+
+    def rows(ids):
+        return Catalog({"id": list(ids), "sha": [f"{i:032x}" for i in range(len(ids))], "item": [""] * len(ids),
+                        **{f: np.arange(len(ids), dtype=np.int64) + k for k, f in enumerate(NUMBERS)}})
+
+    ids = ["a", "bb/ccc", "dé", "e\udcff"]  # an undecodable byte kept as a surrogate
+    listed = rows(ids)
+    stored = Catalog(listed.stored())
+    padded = Catalog({**stored.columns, "id": stored.columns["id"].astype("S40")})
+    joined = Catalog(rows(ids[:1]).stored()).concat(Catalog(rows(ids[1:]).stored()))
+    joined.columns.update({f: listed.columns[f] for f in ("sha", *NUMBERS)})  # the parts numbered rows apart
+    assert stored.columns["id"].dtype.itemsize == 6 and joined.columns["id"].dtype.itemsize == 6
+    assert {c.fingerprint() for c in (listed, stored, padded, joined)} == {listed.fingerprint()}
+    assert stored.take(np.arange(3)).fingerprint() == rows(ids[:3]).fingerprint()  # kept 6 bytes wide for 3
+    for changed in (rows(["a", "bb/ccc", "dé", "e"]), Catalog({**listed.columns, "live": np.zeros(4, np.int64)})):
+        assert changed.fingerprint() != listed.fingerprint()
