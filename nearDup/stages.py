@@ -380,8 +380,9 @@ def shingle(runner: Runner, args: list[str], source: SourceParams, params: Shing
                   removed=todo.removed, renamed=todo.renamed)
     key = digest("shingle", keys, inputs, catalog.fingerprint())
     catalog = Catalog(catalog.stored())  # as the next stages would load it
-    work.save_table(work.output("shingle", CATALOG, key), catalog.columns)
-    _remember_catalog(_catalog_version(work.output("shingle", CATALOG, key)), catalog)
+    catalog_path = work.output("shingle", CATALOG, key)
+    work.save_table(catalog_path, catalog.columns)
+    _remember_catalog(_catalog_version(catalog_path), catalog)
     record = {"key": key, "params": asdict(params), "source": asdict(source), "content": content,
               "inputs": inputs, "partitions": keys, "shards": shards, "docs": counts, "bytes": shard_bytes, "run": run,
               "next_shard": next_shard + len(parts), "files": _files(work, "shingle", key, CATALOG),
