@@ -184,7 +184,7 @@ class App:
             path = self.workdir or default
             if path is None:
                 raise click.UsageError(f"{command} needs a work dir: pass -w/--workdir DIR (or use `neardup run`)")
-            work = WorkDir(path)
+            work = WorkDir(path, cache=self.workdir is None)
             work.lock(self.wait_lock)
             click.get_current_context().find_root().call_on_close(work.release)  # on errors too
             log = (lambda message: None) if self.quiet else _log

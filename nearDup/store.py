@@ -1,6 +1,7 @@
 """The work dir: layout, manifest, atomic writes, partition shards, lock. The only module that knows paths.
 
     WORK/
+      .neardup-workdir                 written when nearDup creates the folder: only a folder holding it is used
       manifest.json                    format, nearDup version, one record per finished stage
       lock                             held (flock) by the one run allowed at a time (shared by `query`)
       inputs/                          JSONL read from stdin or .gz, spooled so partitions can seek
@@ -33,10 +34,16 @@ key (KEY, 12 hex digits) in their name, so a run never overwrites what the manif
 (every run on an --index) stage records are kept in memory and the manifest is written once, at commit: an
 interrupted run leaves the work dir exactly as it was. Files no record lists are removed after a commit. Every
 file is written to a temporary name in the same folder and renamed into place.
+
+A work dir is made only in a missing or empty folder and marked as nearDup's (.neardup-workdir); any other folder
+is refused before anything is written to it, so that clean-up and --force can never reach a user's files. Even
+inside its own stage folders nearDup removes only files with its own names (_OWN_FILE), and a stage folder that is
+a symlink is refused rather than followed.
 """
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime
 import errno
 import fcntl
@@ -47,6 +54,7 @@ import os
 import re
 import shutil
 import socket
+import stat
 import sys
 import time
 from pathlib import Path
@@ -54,7 +62,8 @@ from pathlib import Path
 import numpy as np
 
 from . import __version__
-from .config import FORMAT
+from .config import (FORMAT, BandParams, CandidateParams, ClusterParams, ShingleParams, SignatureParams,
+                     SourceParams, VerifyParams)
 from .errors import WorkDirError
 
 # json.dumps(record, ensure_ascii=False, sort_keys=True), without building an encoder for every record
@@ -62,6 +71,16 @@ _JSONL_ENCODER = json.JSONEncoder(ensure_ascii=False, sort_keys=True)
 _HOST = socket.gethostname()
 STAGES = ("shingle", "signature", "band", "candidates", "verify", "cluster")
 MANIFEST = "manifest.json"
+MARKER = ".neardup-workdir"
+_MARKER_TEXT = (b"nearDup work dir: nearDup writes and removes its own files in this folder; delete the whole "
+                b"folder to forget it.\n")
+_FOLDERS = (*STAGES, "inputs")
+# The names nearDup gives files in a stage folder: a shard's files (part-00012.values.npy, part-00012.done.json),
+# a whole-stage output under its key (0123456789ab.pairs.jsonl), and their temporaries (see atomic_file). Nothing
+# else in a stage folder is ever removed.
+_OWN_NAME = r"(?:part-\d{5,}\.(?:[a-z]+\.)?(?:npy|npz|json)|[0-9a-f]{12}\.[a-z0-9_-]+(?:\.[a-z0-9_-]+)*\.(?:npy|npz|jsonl))"
+_OWN_FILE = re.compile(_OWN_NAME)
+_OWN_TEMP = re.compile(rf"\.(?:{_OWN_NAME}|{re.escape(MANIFEST)}|{re.escape(MARKER)})\..+\.\d+\.tmp")
 
 
 def _os_error(path, e: OSError) -> WorkDirError:
@@ -130,19 +149,168 @@ def _read_npy(path: Path, mmap: bool) -> np.ndarray | None:
         os.close(fd)
 
 
+class _Exactly(dict):
+    """A spec of a JSON object with exactly these keys (a parameter record, made into its dataclass)."""
+
+
+class _Map:
+    """A spec of a JSON object with any keys and values of one spec."""
+
+    def __init__(self, values):
+        self.values = values
+
+
+def _valid(value, spec) -> bool:
+    """Whether a JSON value has the shape of spec: a type (int and float exclude bool; float takes int), None,
+    a tuple of alternatives, [spec] (a list of), {key: spec} (an object with at least these keys; "?key":
+    optional), _Exactly({...}) or _Map(spec)."""
+    if isinstance(spec, dict):
+        if not isinstance(value, dict) or (isinstance(spec, _Exactly)
+                                           and not set(value) <= {k.lstrip("?") for k in spec}):
+            return False
+        return all(_valid(value[k.lstrip("?")], v) if k.lstrip("?") in value else k[0] == "?"
+                   for k, v in spec.items())
+    if isinstance(spec, _Map):
+        return isinstance(value, dict) and all(_valid(v, spec.values) for v in value.values())
+    if isinstance(spec, list):
+        return isinstance(value, list) and all(_valid(v, spec[0]) for v in value)
+    if isinstance(spec, tuple):
+        return any(_valid(value, s) for s in spec)
+    if spec is None:
+        return value is None
+    if isinstance(value, bool):
+        return spec is bool
+    return isinstance(value, (int, float) if spec is float else spec)
+
+
+def _params_spec(cls) -> _Exactly:
+    """The stored form (dataclasses.asdict, as JSON) of a parameter dataclass, from its fields' annotations."""
+    kinds = {"int": int, "str": str, "bool": bool, "float": float, "float | None": (float, None),
+             "str | None": (str, None), "tuple[str, ...]": [str]}
+    return _Exactly({f.name: kinds[f.type] for f in dataclasses.fields(cls)})
+
+
+_SHINGLE_COUNTS = tuple(f"?{name}" for name in ("short", "binary", "replaced", "bad_lines", "unreadable", "vanished",
+                                                "added", "removed", "renamed"))
+
+
+def _manifest_spec() -> dict:
+    """The shape of a manifest of this format: what the stages read from it without checking again."""
+    shards = {"shards": [int], "partitions": [str], "next_shard": int}
+    whole = {"upstream": str, "files": _Map(int)}
+    stage = {"key": str, "?completed": str, "?version": str}
+    signature = _params_spec(SignatureParams)
+    return {"format": int, "version": str, "?index": bool, "?reported": int, "stages": {
+        "?shingle": {**stage, **shards, "params": _params_spec(ShingleParams), "source": _params_spec(SourceParams),
+                     "content": {"params": _params_spec(ShingleParams), "jsonl": bool, "id_field": str,
+                                 "text_field": str, "strict": bool},
+                     "inputs": [{"path": str, "reference": bool}], "docs": [int], "bytes": [int], "run": int,
+                     "files": _Map(int), "stats": {**dict.fromkeys(("docs", "bytes", "shingles"), int),
+                                                   **dict.fromkeys(_SHINGLE_COUNTS, int),
+                                                   "?messages": [str], "?skipped": _Map(int)}},
+        "?signature": {**stage, **shards, "upstream": str, "params": signature, "docs": [int]},
+        "?band": {**stage, **shards, "upstream": str, "params": _params_spec(BandParams)},
+        "?candidates": {**stage, **whole, "params": _params_spec(CandidateParams), "stats": {"candidates": int},
+                        "?basis": {"signature": signature, "bands": _params_spec(BandParams), "max_bucket": int,
+                                   "shards": [str], "documents": int}},
+        "?verify": {**stage, **whole, "params": _params_spec(VerifyParams), "stats": {"pairs": int},
+                    "?basis": {"threshold": float, "shards": [str], "signature": signature}},
+        "?cluster": {**stage, **whole, "params": _params_spec(ClusterParams),
+                     "stats": dict.fromkeys(("groups", "documents", "duplicates"), int)}}}
+
+
+_MANIFEST_SPEC = _manifest_spec()
+
+
+def _same_lengths(record: dict) -> bool:
+    """A shard list's columns (numbers, keys, counts, sizes) go together: one entry per shard."""
+    lengths = {len(record[f]) for f in ("shards", "partitions", "docs", "bytes") if f in record}
+    return len(lengths) <= 1
+
+
+def _is_marker(path: Path) -> bool:
+    """Whether path is nearDup's mark: a plain file (not a link) with nearDup's text."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return False
+    try:
+        return stat.S_ISREG(os.fstat(fd).st_mode) and os.read(fd, len(_MARKER_TEXT) + 1) == _MARKER_TEXT
+    finally:
+        os.close(fd)
+
+
+def _is_manifest(path: Path) -> bool:
+    """Whether path holds what a nearDup manifest holds at the top (of any format: another version's work dir
+    is still nearDup's, and its own message says what to do)."""
+    try:
+        manifest = json.loads(path.read_bytes())
+    except (OSError, ValueError):
+        return False
+    return (isinstance(manifest, dict) and isinstance(manifest.get("format"), int)
+            and isinstance(manifest.get("stages"), dict) and isinstance(manifest.get("version"), str))
+
+
 class WorkDir:
-    def __init__(self, root: str | os.PathLike, create: bool = True):
+    def __init__(self, root: str | os.PathLike, create: bool = True, cache: bool = False):
+        """Open the work dir at root; create: make it if it is missing (else it must exist; nothing is written).
+        Either way a folder that is not nearDup's is refused (see _claim); cache: root is the default work dir
+        under the user's cache folder, whose name nearDup chose."""
         self.root = Path(root)
         if create:
             try:
-                self.root.mkdir(parents=True, exist_ok=True)
+                self.root.parent.mkdir(parents=True, exist_ok=True)
+                self.root.mkdir()
+                with atomic_file(self.root / MARKER) as f:  # a new folder: nearDup's from the start
+                    f.write(_MARKER_TEXT)
+            except FileExistsError:
+                self._claim(write=True, cache=cache)
             except OSError as e:
                 raise _os_error(self.root, e) from None
         elif not self.root.is_dir():
             raise WorkDirError(f"{self.root}: no such work dir; run `neardup -w {self.root} shingle PATH...` first")
+        else:
+            self._claim(write=False, cache=cache)
         self._lock_fd: int | None = None
         self._pending: dict | None = None  # a transaction's stage records and settings, not yet in the manifest
         self._folders: set[str] = set()  # stage folders known to exist (a mkdir per path was a syscall per file)
+
+    def _claim(self, write: bool, cache: bool) -> None:
+        """Check that the existing folder root is nearDup's: marked, or empty (then marked now), or a work dir
+        an earlier nearDup made before the mark existed (its manifest is nearDup's and every entry has a name
+        nearDup gives; then marked now). Refuse anything else, and stage folders that are not plain folders
+        (a symlink would let clean-up reach outside the work dir). write: mark it (else only check)."""
+        try:
+            if _is_marker(self.root / MARKER):
+                self._check_folders()
+                return
+            entries = os.listdir(self.root)
+        except NotADirectoryError:
+            raise WorkDirError(f"{self.root}: not a folder; give -w/--workdir or --index a folder") from None
+        except OSError as e:
+            raise _os_error(self.root, e) from None
+        foreign = sorted(e for e in entries if e not in (MANIFEST, "lock", *_FOLDERS) and not _OWN_TEMP.fullmatch(e))
+        data = sorted(e for e in entries if e in (MANIFEST, *_FOLDERS))  # not just a lock or a temporary
+        if foreign or (data and not cache and not _is_manifest(self.root / MANIFEST)):
+            shown = foreign or data
+            shown = ", ".join(shown[:3]) + (" ..." if len(shown) > 3 else "")
+            raise WorkDirError(f"{self.root}: not a nearDup work dir (it holds {shown}); nearDup keeps its work "
+                               f"only in a new or empty folder: give -w/--workdir or --index another one")
+        self._check_folders()
+        if write:
+            with atomic_file(self.root / MARKER) as f:
+                f.write(_MARKER_TEXT)
+
+    def _check_folders(self) -> None:
+        for name in _FOLDERS:
+            try:
+                st = os.lstat(self.root / name)
+            except FileNotFoundError:
+                continue
+            if not stat.S_ISDIR(st.st_mode):
+                raise WorkDirError(f"{self.root / name}: a {'symlink' if stat.S_ISLNK(st.st_mode) else 'file'} "
+                                   f"where nearDup keeps a folder of its own; nearDup never writes through it: "
+                                   f"move it away (or use a new -w/--workdir)")
 
     # ------------------------------------------------------------------------------------------------ manifest
     def read_manifest(self) -> dict:
@@ -165,16 +333,20 @@ class WorkDir:
         path = self.root / MANIFEST
         if not path.exists():
             return {"format": FORMAT, "version": __version__, "stages": {}}
+        corrupt = WorkDirError(f"{path}: manifest is corrupt; re-run with --force to rebuild the work dir")
         try:
             manifest = json.loads(path.read_text(encoding="utf-8"))
-            assert isinstance(manifest.get("stages"), dict)
-        except (ValueError, AssertionError, AttributeError, OSError):
-            raise WorkDirError(f"{path}: manifest is corrupt; re-run with --force to rebuild the work dir") from None
+        except (ValueError, OSError):
+            raise corrupt from None
+        if not isinstance(manifest, dict) or not isinstance(manifest.get("stages"), dict):
+            raise corrupt
         if manifest.get("format") != FORMAT:
             raise WorkDirError(
                 f"{self.root}: work dir was written by nearDup {manifest.get('version', '?')} (format "
                 f"{manifest.get('format')}), this is {__version__} (format {FORMAT}); use a new --workdir "
                 f"or re-run with --force to rebuild it")
+        if not _valid(manifest, _MANIFEST_SPEC) or not all(_same_lengths(r) for r in manifest["stages"].values()):
+            raise corrupt  # checked once here, so that no stage meets a record of the wrong shape
         return manifest
 
     def stage(self, name: str) -> dict | None:
@@ -217,12 +389,12 @@ class WorkDir:
         Called after the manifest is written, so only by the holder of the lock and never inside a transaction."""
         for stage in STAGES:
             folder, record = self.root / stage, stages.get(stage)
-            if record is None or not folder.is_dir():
+            if record is None:
                 continue
             keep = {self.output(stage, file, record["key"]).name for file in record.get("files", {})}
             shards, limit = set(record.get("shards", ())), record.get("next_shard", 0)
-            for path in folder.iterdir():
-                name = path.name
+            for name in self._own_files(stage):
+                path = folder / name
                 if name in keep or name.startswith("."):  # listed, or another process's temporary file
                     continue
                 if name.startswith("part-"):
@@ -235,12 +407,26 @@ class WorkDir:
     def clear(self) -> None:
         """--force: forget every stage (the manifest and stage folders), keeping the lock and spooled inputs."""
         self._folders.clear()
-        for name in (*STAGES, MANIFEST):
-            path = self.root / name
-            if path.is_dir():
-                shutil.rmtree(path)
-            elif path.exists():
-                path.unlink()
+        for stage in STAGES:  # nearDup's files only (temporaries too: the lock is held), then the folder if empty
+            for name in self._own_files(stage):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(self.root / stage / name)
+            with contextlib.suppress(OSError):
+                os.rmdir(self.root / stage)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.root / MANIFEST)
+
+    def _own_files(self, stage: str) -> list[str]:
+        """The names in a stage folder that nearDup gives its files (see _OWN_FILE); none if the folder is missing
+        or not a plain folder (never a link's target)."""
+        try:
+            fd = os.open(self.root / stage, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
+        except OSError:
+            return []
+        try:
+            return [name for name in os.listdir(fd) if _OWN_FILE.fullmatch(name) or _OWN_TEMP.fullmatch(name)]
+        finally:
+            os.close(fd)
 
     # ------------------------------------------------------------------------------------------------ paths
     def path(self, stage: str, name: str) -> Path:
@@ -354,7 +540,7 @@ class WorkDir:
         if self._lock_fd is not None:
             return
         try:
-            fd = os.open(self.root / "lock", os.O_RDWR | os.O_CREAT, 0o644)
+            fd = os.open(self.root / "lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
         except OSError as e:
             raise _os_error(self.root / "lock", e) from None
         deadline = time.monotonic() + wait
