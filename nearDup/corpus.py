@@ -6,6 +6,7 @@ an Item yields Documents. Nothing here knows the work dir or computes hashes of 
 from __future__ import annotations
 
 import codecs
+import contextlib
 import dataclasses
 import fnmatch
 import functools
@@ -118,11 +119,16 @@ def read_path_list(stream, null: bool) -> list[str]:
 
 
 def list_items(args: list[str], params: SourceParams, stdin=None, spool: Callable | None = None,
-               lazy: bool = False) -> Listing:
+               lazy: bool = False, skip: tuple[str, ...] = ()) -> Listing:
     """Every Item under the given arguments, sorted by id (so the result does not depend on listing order); an
     item found under two arguments is listed once. lazy: for one folder, items is an iterator that lists the
-    folder as it is consumed (already in id order), so that its first partitions can be read meanwhile."""
+    folder as it is consumed (already in id order), so that its first partitions can be read meanwhile. skip:
+    folders never walked into (the work dir, whose own files are not documents)."""
     skipped = {"hidden": 0, "symlink": 0, "excluded": 0}
+    skip_dirs = set()
+    for folder in skip:
+        with contextlib.suppress(OSError):
+            skip_dirs.add(_dir_identity(folder))
     found: list[Item] = []
     expanded: list[str] = []
     for arg in args:
@@ -142,8 +148,8 @@ def list_items(args: list[str], params: SourceParams, stdin=None, spool: Callabl
             raise InputError(f"{arg}: cannot read ({e.strerror})") from None
         if stat.S_ISDIR(st.st_mode):
             if lazy and len(expanded) == 1:
-                return Listing(_walk(arg, params, skipped), skipped, expanded)
-            found.extend(_walk(arg, params, skipped))
+                return Listing(_walk(arg, params, skipped, skip_dirs), skipped, expanded)
+            found.extend(_walk(arg, params, skipped, skip_dirs))
         elif stat.S_ISREG(st.st_mode):
             found.append(Item("file", arg, arg, st.st_size, st.st_mtime_ns, inode=st.st_ino))
         else:
@@ -163,9 +169,9 @@ def _wanted(rel: str, name: str, params: SourceParams) -> bool:
     return (not params.include or match(params.include)) and not match(params.exclude)
 
 
-def _walk(root: str, params: SourceParams, skipped: dict) -> Iterator[Item]:
+def _walk(root: str, params: SourceParams, skipped: dict, skip_dirs: set = frozenset()) -> Iterator[Item]:
     """Files below root in id order, listed as they are consumed; hidden entries and symlinks skipped unless
-    asked; no loop can recur.
+    asked; no loop can recur, and no folder of skip_dirs ((device, inode) pairs) is entered.
 
     Depth first, each folder's entries sorted with a subfolder named as its files' ids continue (name + "/"):
     then every id below an entry sorts between the ids of the entries before and after it, so files come out in
@@ -174,6 +180,9 @@ def _walk(root: str, params: SourceParams, skipped: dict) -> Iterator[Item]:
     2.9-4.4 us a file here). The loop body runs once per file of a folder of a million: it is kept to plain
     attribute reads."""
     seen_dirs = {_dir_identity(root)}
+    if seen_dirs <= skip_dirs:
+        return
+    seen_dirs |= skip_dirs  # a folder already seen is not entered: one set lookup per folder, as for loops
     filtered = bool(params.include or params.exclude)  # else every file is wanted: no pattern matching per file
     make = Item._make
     stack = [_Folder(root, "", params, skipped)]

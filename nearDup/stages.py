@@ -291,7 +291,8 @@ def shingle(runner: Runner, args: list[str], source: SourceParams, params: Shing
     work = runner.work
     previous = work.read_manifest()["stages"].get("shingle")
     # with nothing stored there is nothing to match: a folder's first partitions are shingled while it is listed
-    listing = corpus.list_items([*args, *references], source, stdin, spool=work.spool, lazy=previous is None)
+    listing = corpus.list_items([*args, *references], source, stdin, spool=work.spool, lazy=previous is None,
+                                skip=(str(work.root),))  # a work dir inside an input folder holds no documents
     inputs = [{"path": p, "reference": i >= len(listing.args) - len(references)} for i, p in enumerate(listing.args)]
     nothing = InputError(f"{' '.join(args)}: no documents found (folder empty, or every file hidden or excluded)")
     streamed = not isinstance(listing.items, list)
@@ -1096,7 +1097,7 @@ def query(work: WorkDir, paths: list[str], stdin, threshold: float | None) -> tu
             raise InputError("-: standard input is binary, not text")
         documents = [corpus.Document("-", decoded[0], len(raw), 0, "", decoded[1])]
     else:
-        items = corpus.list_items(list(paths), source).items
+        items = corpus.list_items(list(paths), source, skip=(str(work.root),)).items
         documents = [doc for _, doc in corpus.read_documents(items, source, problems)]
     records, values, offsets = shingle_documents(((doc, {}) for doc in documents), params, problems)
     if not records:

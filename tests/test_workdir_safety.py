@@ -238,3 +238,24 @@ def test_a_manifest_of_the_wrong_shape_is_named_corrupt(good_manifest, tmp_path,
     assert (w / "manifest.json").read_text() == text  # refused: nothing rewritten
     rebuilt = invoke("-w", w, "run", SAMPLE, "--print", "groups", "--force")
     assert rebuilt.exit_code == 0 and rebuilt.stdout.count("\n") > 3, rebuilt.stderr
+
+
+# ------------------------------------------------------------------------------------------ inside the corpus
+
+@pytest.mark.parametrize("where", [("-w", "docs/nd"), ("--index", "docs/sub/idx")])
+def test_a_work_dir_inside_an_input_folder_is_not_read_as_documents(tmp_path, monkeypatch, where):
+    import shutil
+    shutil.copytree(SAMPLE, tmp_path / "docs")
+    (tmp_path / "docs" / "sub").mkdir()
+    shutil.copy(SAMPLE / "lighthouses_original.txt", tmp_path / "docs" / "sub" / "copy.txt")
+    monkeypatch.chdir(tmp_path)
+    option, w = where
+    args = (option, w, "run", "docs", "--print", "uniques", "--partition-docs", 10) if option == "-w" else \
+        ("run", "docs", option, w, "--print", "uniques", "--partition-docs", 10)
+    expected = invoke("-w", tmp_path / "outside", "run", "docs", "--print", "uniques", "--partition-docs", 10)
+    for attempt in range(3):  # the work dir fills up on the first run: the later ones would list its files
+        r = invoke(*args)
+        assert r.exit_code == 0 and r.stdout == expected.stdout and w not in r.stdout, r.stderr
+        assert ("shingle: up to date" if attempt else "shingle: 35 documents") in r.stderr
+    q = invoke("query", "--index", w, "docs", "-t", "0.5")
+    assert q.exit_code == 0 and w not in q.stdout and "docs/sub/copy.txt" in q.stdout, q.stderr
