@@ -255,3 +255,35 @@ def plan(stored: Catalog, items: list[corpus.Item], source: SourceParams) -> Pla
             result.todo.append((item, frozenset(wanted[item.id]) if item.kind == "jsonl" else None))
     result.catalog = Catalog({**result.catalog.columns, "live": live.astype(np.int64)})
     return result
+
+
+# The binary files a run skipped, by id: (size, mtime_ns, inode) as listed. Kept beside the catalog (they hold no
+# document, so they have no row in it), so that an unchanged one is not opened again by the next run.
+Binary = dict[str, tuple[int, int, int]]
+
+
+def skip_known_binary(items: list[corpus.Item], known: Binary) -> tuple[list[corpus.Item], Binary]:
+    """The items to plan: all but the files known to be binary and unchanged since (same id, size, mtime and
+    inode); and the known ones still there. One dict lookup per item, and none without known binary files."""
+    if not known:
+        return items, {}
+    rest, still = [], {}
+    for item in items:
+        fingerprint = known.get(item.id)
+        if fingerprint is not None and item.kind == "file" and fingerprint == (item.size, item.mtime_ns, item.inode):
+            still[item.id] = fingerprint
+        else:
+            rest.append(item)
+    return rest, still
+
+
+def binary_columns(binary: Binary) -> dict:
+    """The binary files as the columns they are saved as, in id order (so equal sets save equal bytes)."""
+    ids = sorted(binary)
+    numbers = np.array([binary[i] for i in ids], np.int64).reshape(len(ids), 3)
+    return {"id": _encoded(ids), "size": numbers[:, 0], "mtime_ns": numbers[:, 1], "inode": numbers[:, 2]}
+
+
+def binary_of(columns: dict) -> Binary:
+    ids = [v.decode("utf-8", "surrogatepass") for v in columns["id"].tolist()]
+    return dict(zip(ids, zip(*(columns[f].tolist() for f in ("size", "mtime_ns", "inode")))))

@@ -353,7 +353,7 @@ def read_documents(items: list[Item], params: SourceParams, problems: dict,
             continue
         decoded = decode(data)
         if decoded is None:
-            problems["binary"] = problems.get("binary", 0) + 1
+            count_binary(problems, item.id)
             continue
         text, replaced = decoded
         sha = hashlib.blake2b(data, digest_size=16).hexdigest()
@@ -427,6 +427,12 @@ def _streamed(item: Item, path: str) -> Document:
 
     doc.pieces = pieces()
     return doc
+
+
+def count_binary(problems: dict, doc_id: str) -> None:
+    """Count a binary file, and name it: an index remembers it so as not to open it again while it is unchanged."""
+    problems["binary"] = problems.get("binary", 0) + 1
+    problems.setdefault("binary_ids", []).append(doc_id)
 
 
 def _problem(problems: dict, kind: str, message: str) -> None:

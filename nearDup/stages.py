@@ -17,7 +17,8 @@ from typing import Callable, NamedTuple
 import numpy as np
 
 from . import corpus
-from .catalog import Catalog, item_digest, plan, shard_columns
+from .catalog import (Catalog, binary_columns, binary_of, item_digest, plan, shard_columns,
+                      skip_known_binary)
 from .config import (DEFAULT_THRESHOLD, FORMAT, BandParams, CandidateParams, ClusterParams, ShingleParams,
                      SignatureParams, SourceParams, VerifyParams, digest)
 from .errors import InputError, ParameterError, WorkDirError
@@ -192,7 +193,7 @@ def shingle_documents(documents, params: ShingleParams, problems: dict) -> tuple
             try:
                 hashes = _streamed_shingles(doc.pieces, params, lambda t: token_hashes([t])[0])
             except corpus.BinaryFile:
-                problems["binary"] = problems.get("binary", 0) + 1
+                corpus.count_binary(problems, doc.id)
                 continue
             streamed.append((len(records), hashes))
             texts.append("")
@@ -272,6 +273,7 @@ def _lookahead(pieces):
 
 
 CATALOG = "catalog.npz"
+BINARY = "binary.npz"  # the binary files skipped, with their fingerprints (catalog.binary_columns)
 
 
 def shingle_content(params: ShingleParams, source: SourceParams) -> dict:
@@ -301,9 +303,11 @@ def shingle(runner: Runner, args: list[str], source: SourceParams, params: Shing
     content = shingle_content(params, source)
     base = previous if previous is not None and previous.get("content") == content else None
     stored = _stored_catalog(runner, previous) if previous is not None else Catalog.empty()
-    todo = plan(stored if base is not None else Catalog.empty(), [] if streamed else listing.items, source)
+    known = _stored_binary(runner, base) if base is not None and not rebuild and not streamed else {}
+    items, binary = skip_known_binary([] if streamed else listing.items, known)  # not opened again
+    todo = plan(stored if base is not None else Catalog.empty(), items, source)
     if (base is not None and not rebuild and not todo.todo and todo.catalog.same(stored)
-            and base.get("inputs") == inputs):
+            and base.get("inputs") == inputs and len(binary) == len(known)):
         runner.log(f"shingle: up to date ({_shingle_summary(base)})")
         _report_problems(runner, base)
         return base
@@ -314,7 +318,7 @@ def shingle(runner: Runner, args: list[str], source: SourceParams, params: Shing
         carried = {(stored.ids[n], stored["sha"][n]): int(stored["added"][n])
                    for n in np.flatnonzero(stored.live).tolist()}
         if base is not None:  # planned against the stored rows: plan again from nothing
-            base, todo = None, plan(Catalog.empty(), listing.items, source)
+            base, todo = None, plan(Catalog.empty(), items, source)
     shards, counts, keys, kept, shard_bytes = [], [], [], [], []
     if base is not None:  # keep the shards that still hold a live document (numbers shift past a dropped one)
         start, live_rows = 0, todo.catalog.live
@@ -367,6 +371,7 @@ def shingle(runner: Runner, args: list[str], source: SourceParams, params: Shing
         else:  # finished by an interrupted run: read back
             done = work.part_done("shingle", n, key, SHINGLE_FILES)
             columns = work.load_table(work.part("shingle", n, "docs.npz"), "shingle")
+        binary.update(_binary_found(parts[i], done.get("binary_ids", ())))
         for name, value in done.items():
             if name == "messages":
                 totals.setdefault("messages", []).extend(value)
@@ -379,14 +384,19 @@ def shingle(runner: Runner, args: list[str], source: SourceParams, params: Shing
     shards, keys = [*shards, *new_shards], [*keys, *new_keys]
     totals.update(catalog.summary(), added=int(((catalog["added"] == run) & catalog.live).sum()),
                   removed=todo.removed, renamed=todo.renamed)
-    key = digest("shingle", keys, inputs, catalog.fingerprint())
+    if binary:  # every binary file the inputs hold now, found by this run or an earlier one
+        totals["binary"] = len(binary)
+    key = digest("shingle", keys, inputs, catalog.fingerprint(), *([sorted(binary.items())] if binary else []))
     catalog = Catalog(catalog.stored())  # as the next stages would load it
     catalog_path = work.output("shingle", CATALOG, key)
     work.save_table(catalog_path, catalog.columns)
+    if binary:
+        work.save_table(work.output("shingle", BINARY, key), binary_columns(binary))
     _remember_catalog(_catalog_version(catalog_path), catalog)
     record = {"key": key, "params": asdict(params), "source": asdict(source), "content": content,
               "inputs": inputs, "partitions": keys, "shards": shards, "docs": counts, "bytes": shard_bytes, "run": run,
-              "next_shard": next_shard + len(parts), "files": _files(work, "shingle", key, CATALOG),
+              "next_shard": next_shard + len(parts),
+              "files": _files(work, "shingle", key, CATALOG, *([BINARY] if binary else [])),
               "stats": totals}
     _check_documents(runner, record, params, args)
     work.record_stage("shingle", record)
@@ -435,6 +445,25 @@ def _stored_catalog(runner: Runner, record: dict) -> Catalog:
             live[start:start + count] = 0
         start += count
     return Catalog({**catalog.columns, "live": live})
+
+
+def _stored_binary(runner: Runner, record: dict) -> dict:
+    """The binary files the stored record skipped (none if it kept no list, or the list is damaged: then they
+    are read again)."""
+    if BINARY not in record.get("files", {}) or _up_to_date(runner.work, "shingle", record["key"]) is None:
+        return {}
+    try:
+        return binary_of(runner.work.load_table(runner.work.output("shingle", BINARY, record["key"]), "shingle"))
+    except (WorkDirError, KeyError):
+        return {}
+
+
+def _binary_found(part: corpus.PackedItems, ids) -> dict:
+    """{id: (size, mtime_ns, inode)} of the binary files a new partition found, as they were listed."""
+    if not ids:
+        return {}
+    wanted = set(ids)
+    return {item.id: (item.size, item.mtime_ns, item.inode) for item in part if item.id in wanted}
 
 
 def _check_documents(runner: Runner, record: dict, params: ShingleParams, args: list[str]) -> None:

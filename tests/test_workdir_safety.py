@@ -259,3 +259,42 @@ def test_a_work_dir_inside_an_input_folder_is_not_read_as_documents(tmp_path, mo
         assert ("shingle: up to date" if attempt else "shingle: 35 documents") in r.stderr
     q = invoke("query", "--index", w, "docs", "-t", "0.5")
     assert q.exit_code == 0 and w not in q.stdout and "docs/sub/copy.txt" in q.stdout, q.stderr
+
+
+# ------------------------------------------------------------------------------------------ binary files
+
+def test_an_unchanged_binary_file_is_not_opened_again_by_an_index(tmp_path):
+    """The index remembers the binary files it skipped (id, size, mtime, inode): replacing one's bytes with text
+    while keeping those is not noticed (it is not read), no empty shard is added, and a change is re-checked."""
+    import shutil
+    docs, index = tmp_path / "docs", tmp_path / "idx"
+    shutil.copytree(SAMPLE, docs)
+    blob = docs / "blob.bin"
+    text = (SAMPLE / "lighthouses_original.txt").read_bytes()
+    blob.write_bytes(b"\0" * len(text))
+    first = invoke("run", docs, "--index", index, "--print", "uniques")
+    assert first.exit_code == 0 and "34 documents" in first.stderr and "1 binary files skipped" in first.stderr
+    record = json.loads((index / "manifest.json").read_text())["stages"]["shingle"]
+    st = blob.stat()
+    with open(blob, "r+b") as f:  # same inode, same size, mtime put back: only reading it would tell
+        f.write(text)
+    os.utime(blob, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert blob.stat().st_ino == st.st_ino
+    again = invoke("run", docs, "--index", index, "--print", "uniques")
+    assert again.exit_code == 0 and again.stdout == first.stdout, again.stderr
+    assert "shingle: up to date" in again.stderr and "1 binary files skipped" in again.stderr
+    now = json.loads((index / "manifest.json").read_text())["stages"]["shingle"]
+    assert (now["shards"], now["next_shard"], now["key"]) == (record["shards"], record["next_shard"], record["key"])
+    os.utime(blob, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))  # changed: read, and now it is text
+    changed = invoke("run", docs, "--index", index, "--print", "pairs")
+    assert changed.exit_code == 0 and "35 documents" in changed.stderr and "binary" not in changed.stderr
+    assert f"{blob}\t" in changed.stdout or f"\t{blob}" in changed.stdout  # a copy of lighthouses_original.txt
+    blob.write_bytes(b"\0" * 10)
+    (docs / "other.bin").write_bytes(b"\0" * 10)
+    invoke("run", docs, "--index", index)
+    os.unlink(docs / "other.bin")  # a binary file gone: the record forgets it, without a new shard
+    record = json.loads((index / "manifest.json").read_text())["stages"]["shingle"]
+    gone = invoke("run", docs, "--index", index)
+    now = json.loads((index / "manifest.json").read_text())["stages"]["shingle"]
+    assert gone.exit_code == 0 and "1 binary files skipped" in gone.stderr, gone.stderr
+    assert now["next_shard"] == record["next_shard"] and set(now["shards"]) <= set(record["shards"])
