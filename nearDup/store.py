@@ -11,6 +11,7 @@
       shingle/part-00000.offsets.npy   int64 (n_docs + 1): document d is values[offsets[d]:offsets[d+1]]
       shingle/KEY.catalog.npz          one row per document of the listed shards, in order: its current id, size,
                                        mtime_ns, inode, sha, live (false once deleted or changed), added (run)
+      shingle/KEY.binary.npz           the binary files skipped (id, size, mtime_ns, inode): not opened again unchanged
       signature/part-00000.npy         uint32 (n_docs, num_perm)
       band/part-00000.npy              uint64 (n_docs, bands)
       candidates/KEY.order.npy         int64: the global numbers of the documents that can pair, in id order
