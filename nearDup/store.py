@@ -79,7 +79,8 @@ _FOLDERS = (*STAGES, "inputs")
 # The names nearDup gives files in a stage folder: a shard's files (part-00012.values.npy, part-00012.done.json),
 # a whole-stage output under its key (0123456789ab.pairs.jsonl), and their temporaries (see atomic_file). Nothing
 # else in a stage folder is ever removed.
-_OWN_NAME = r"(?:part-\d{5,}\.(?:[a-z]+\.)?(?:npy|npz|json)|[0-9a-f]{12}\.[a-z0-9_-]+(?:\.[a-z0-9_-]+)*\.(?:npy|npz|jsonl))"
+_OWN_NAME = (r"(?:part-\d{5,}\.(?:[a-z]+\.)?(?:npy|npz|json)"
+             r"|[0-9a-f]{12}\.[a-z0-9_-]+(?:\.[a-z0-9_-]+)*\.(?:npy|npz|jsonl))")
 _OWN_FILE = re.compile(_OWN_NAME)
 _OWN_TEMP = re.compile(rf"\.(?:{_OWN_NAME}|{re.escape(MANIFEST)}|{re.escape(MARKER)})\..+\.\d+\.tmp")
 
@@ -179,16 +180,21 @@ def _valid(value, spec) -> bool:
         return any(_valid(value, s) for s in spec)
     if spec is None:
         return value is None
+    if spec is object:  # a field of a type this check does not know
+        return True
     if isinstance(value, bool):
         return spec is bool
     return isinstance(value, (int, float) if spec is float else spec)
 
 
-def _params_spec(cls) -> _Exactly:
-    """The stored form (dataclasses.asdict, as JSON) of a parameter dataclass, from its fields' annotations."""
+def _params_spec(cls, *read: str) -> _Exactly:
+    """The stored form (dataclasses.asdict, as JSON) of a parameter dataclass, from its fields' annotations. A
+    field with a default may be missing (a field added later keeps older work dirs usable: cls(**params) fills
+    it), unless named in `read`: a stage reads it from the record directly."""
     kinds = {"int": int, "str": str, "bool": bool, "float": float, "float | None": (float, None),
              "str | None": (str, None), "tuple[str, ...]": [str]}
-    return _Exactly({f.name: kinds[f.type] for f in dataclasses.fields(cls)})
+    return _Exactly({("" if f.name in read or f.default is f.default_factory is dataclasses.MISSING else "?")
+                     + f.name: kinds.get(f.type, object) for f in dataclasses.fields(cls)})
 
 
 _SHINGLE_COUNTS = tuple(f"?{name}" for name in ("short", "binary", "replaced", "bad_lines", "unreadable", "vanished",
@@ -200,9 +206,10 @@ def _manifest_spec() -> dict:
     shards = {"shards": [int], "partitions": [str], "next_shard": int}
     whole = {"upstream": str, "files": _Map(int)}
     stage = {"key": str, "?completed": str, "?version": str}
-    signature = _params_spec(SignatureParams)
+    signature = _params_spec(SignatureParams, "num_perm")
     return {"format": int, "version": str, "?index": bool, "?reported": int, "stages": {
-        "?shingle": {**stage, **shards, "params": _params_spec(ShingleParams), "source": _params_spec(SourceParams),
+        "?shingle": {**stage, **shards, "params": _params_spec(ShingleParams, "k", "unit"),
+                     "source": _params_spec(SourceParams, "jsonl", "id_field"),
                      "content": {"params": _params_spec(ShingleParams), "jsonl": bool, "id_field": str,
                                  "text_field": str, "strict": bool},
                      "inputs": [{"path": str, "reference": bool}], "docs": [int], "bytes": [int], "run": int,
@@ -214,9 +221,9 @@ def _manifest_spec() -> dict:
         "?candidates": {**stage, **whole, "params": _params_spec(CandidateParams), "stats": {"candidates": int},
                         "?basis": {"signature": signature, "bands": _params_spec(BandParams), "max_bucket": int,
                                    "shards": [str], "documents": int}},
-        "?verify": {**stage, **whole, "params": _params_spec(VerifyParams), "stats": {"pairs": int},
+        "?verify": {**stage, **whole, "params": _params_spec(VerifyParams, "threshold"), "stats": {"pairs": int},
                     "?basis": {"threshold": float, "shards": [str], "signature": signature}},
-        "?cluster": {**stage, **whole, "params": _params_spec(ClusterParams),
+        "?cluster": {**stage, **whole, "params": _params_spec(ClusterParams, "link"),
                      "stats": dict.fromkeys(("groups", "documents", "duplicates"), int)}}}
 
 
@@ -406,7 +413,8 @@ class WorkDir:
                     path.unlink()
 
     def clear(self) -> None:
-        """--force: forget every stage (the manifest and stage folders), keeping the lock and spooled inputs."""
+        """--force: forget every stage (the manifest, nearDup's files in the stage folders, and the folders if
+        nothing else is left in them), keeping the mark, the lock and spooled inputs."""
         self._folders.clear()
         for stage in STAGES:  # nearDup's files only (temporaries too: the lock is held), then the folder if empty
             for name in self._own_files(stage):

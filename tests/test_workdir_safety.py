@@ -127,7 +127,7 @@ def test_a_work_dir_cleans_only_its_own_files(tmp_path):
     (w / "inputs").mkdir()
     for path, data in users.items():
         path.write_bytes(data)
-    changed = invoke("-w", w, "run", SAMPLE, "--partition-docs", 10, "--groups", "-t", "0.7")  # new verify and cluster records
+    changed = invoke("-w", w, "run", SAMPLE, "--partition-docs", 10, "--groups", "-t", "0.7")  # new records
     assert changed.exit_code == 0, changed.stderr
     assert not stale.exists()  # nearDup's name, listed by no record: removed
     assert (w / "signature" / "part-00001.npy").exists()  # listed
@@ -198,6 +198,7 @@ MALFORMED = {
     "a record without key": _set(("stages", "verify", "key"), KeyError),
     "a record without params": _set(("stages", "signature", "params"), KeyError),
     "num_perm a string": _set(("stages", "signature", "params", "num_perm"), "128"),
+    "num_perm missing": _set(("stages", "signature", "params", "num_perm"), KeyError),
     "bands a float": _set(("stages", "band", "params", "bands"), 14.0),
     "an unknown parameter": _set(("stages", "cluster", "params", "colour"), "red"),
     "shards a dict": _set(("stages", "shingle", "shards"), {"0": 0}),
@@ -298,3 +299,15 @@ def test_an_unchanged_binary_file_is_not_opened_again_by_an_index(tmp_path):
     now = json.loads((index / "manifest.json").read_text())["stages"]["shingle"]
     assert gone.exit_code == 0 and "1 binary files skipped" in gone.stderr, gone.stderr
     assert now["next_shard"] == record["next_shard"] and set(now["shards"]) <= set(record["shards"])
+
+
+def test_a_manifest_without_a_parameter_added_later_is_still_read(good_manifest, tmp_path):
+    """A parameter with a default may be missing (a field added by a later version, with the format unchanged)."""
+    import shutil
+    w = tmp_path / "w"
+    shutil.copytree(good_manifest[0], w)
+    manifest = json.loads(json.dumps(good_manifest[1]))
+    del manifest["stages"]["cluster"]["params"]["prefer"]
+    (w / "manifest.json").write_text(json.dumps(manifest))
+    r = invoke("-w", w, "inspect")
+    assert r.exit_code == 0 and "cluster: done" in r.stdout, r.stderr
