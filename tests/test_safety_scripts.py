@@ -124,6 +124,25 @@ def test_lazy_listing_of_one_folder_skips_hard_links_too(tmp_path):
 
 # ------------------------------------------------------------------------------- 3. nested references
 
+@pytest.mark.parametrize("args", [
+    ["docs", "--reference", "docs/master"],
+    ["--reference", "docs/master", "docs"],
+    ["--reference", "./docs/master/", "docs"],
+    ["./docs", "--reference", "{abs}/docs/master"],
+    ["{abs}/docs", "--reference", "docs/master/gold.txt"],
+])
+def test_reference_inside_an_input_folder_is_kept_in_any_order(tmp_path, args):
+    write(tmp_path / "docs" / "copy.txt", A, age=1000)  # older and shallower: the keeper, were gold not a reference
+    write(tmp_path / "docs" / "master" / "gold.txt", A, age=10)
+    write(tmp_path / "docs" / "other.txt", B, age=10)
+    args = [a.format(abs=tmp_path) for a in args]
+    path = script(tmp_path, *args)
+    assert acts(path) == 1
+    done = run(path)
+    assert done.returncode == 0, done.stderr
+    assert tree(tmp_path / "docs") == {"master/gold.txt": A, "other.txt": B}
+
+
 def test_replay_sees_a_reference_however_it_is_spelled(tmp_path):
     write(tmp_path / "docs" / "copy.txt", A, age=1000)
     write(tmp_path / "docs" / "master" / "gold.txt", A, age=10)
@@ -132,6 +151,150 @@ def test_replay_sees_a_reference_however_it_is_spelled(tmp_path):
     for ref in ("./docs/master/", str(tmp_path / "docs" / "master")):
         r = neardup("run", "--replay", "saved.jsonl", "--reference", ref, "--print", "dupes", cwd=tmp_path)
         assert r.stdout == b"docs/copy.txt\n", (ref, r.stdout, r.stderr)
+
+
+# ------------------------------------------------------------------------------- 4. a folder swapped after the scan
+
+def test_a_parent_folder_swapped_for_a_link_to_the_keepers_folder_is_caught(tmp_path):
+    write(tmp_path / "docs" / "a" / "gold.txt", A, age=1000)  # the keeper (oldest)
+    write(tmp_path / "docs" / "b" / "gold.txt", A, age=1000)  # identical: same size, mtime and cksum
+    write(tmp_path / "docs" / "b" / "other.txt", B)
+    path = script(tmp_path, tmp_path / "docs")
+    assert acts(path) == 1 and b"/docs/b/gold.txt" in path.read_bytes()
+    os.rename(tmp_path / "docs" / "b", tmp_path / "docs" / "b.old")
+    os.symlink("a", tmp_path / "docs" / "b")  # docs/b/gold.txt is now the keeper itself
+    for flag in ("-n", None):
+        done = run(path, *[flag] if flag else [])
+        assert done.returncode == 1 and b"skip: same file as its keeper" in done.stderr
+    assert tree(tmp_path / "docs") == {"a/gold.txt": A, "b.old/gold.txt": A, "b.old/other.txt": B, "b": "-> a"}
+
+
+def test_a_parent_folder_swapped_for_a_link_to_a_lookalike_is_caught(tmp_path):
+    """Not the keeper this time, but a file with the same name, bytes and mtime: device and inode tell them apart."""
+    write(tmp_path / "docs" / "keep.txt", A, age=1000)
+    write(tmp_path / "docs" / "b" / "copy.txt", A, age=10)
+    write(tmp_path / "elsewhere_docs" / "copy.txt", A, age=10)  # not scanned
+    path = script(tmp_path, tmp_path / "docs")
+    os.rename(tmp_path / "docs" / "b", tmp_path / "docs" / "b.old")
+    os.symlink(tmp_path / "elsewhere_docs", tmp_path / "docs" / "b")
+    done = run(path)
+    assert done.returncode == 1 and b"skip: changed since the scan" in done.stderr
+    assert tree(tmp_path / "elsewhere_docs") == {"copy.txt": A}
+    assert tree(tmp_path / "docs") == {"keep.txt": A, "b.old/copy.txt": A, "b": f"-> {tmp_path}/elsewhere_docs"}
+
+
+# ------------------------------------------------------------------------------- 5. quarantine and ..
+
+def test_move_of_dotdot_paths_stays_in_the_quarantine(tmp_path):
+    base = tmp_path / "base"
+    write(base / "docs" / "a.txt", A, age=1000)
+    write(base / "docs" / "b.txt", A, age=10)
+    (base / "scan").mkdir()
+    r = neardup("-w", tmp_path / "work", "run", "../docs", "-t", 0.5, "--print", "script", "--action", "move",
+                "--quarantine", "q", cwd=base / "scan")
+    assert r.returncode == 0, r.stderr
+    path = tmp_path / "script.sh"
+    path.write_bytes(r.stdout)
+    real_b = os.path.realpath(base / "docs" / "b.txt")
+    target = os.path.realpath(base / "scan" / "q") + real_b
+    dry = run(path, "-n")
+    assert dry.returncode == 0 and dry.stdout.decode() == f"would move: {real_b} -> {target}\n"
+    assert run(path).returncode == 0
+    assert tree(base) == {"docs/a.txt": A, os.path.relpath(target, base): A}
+
+
+def test_blank_quarantine_is_refused(tmp_path):
+    write(tmp_path / "docs" / "a.txt", A)
+    for blank in ("", "  "):
+        r = neardup("-w", tmp_path / "work", "run", "docs", "--print", "script", "--action", "move",
+                    "--quarantine", blank, cwd=tmp_path)
+        assert r.returncode == 2 and r.stdout == b""
+        assert r.stderr.decode().splitlines() == [
+            "neardup run: error: Invalid value for '--quarantine': needs a folder, not an empty name"]
+
+
+# ------------------------------------------------------------------------------- 6. any working directory
+
+def test_script_of_relative_paths_runs_from_any_folder(tmp_path):
+    pair(tmp_path, A_EDIT)
+    write(tmp_path / "docs" / "c.txt", C, age=10)
+    path = script(tmp_path, "docs")
+    assert b"'docs/" not in path.read_bytes()  # absolute paths only
+    done = run(path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.decode() == f"removed: {os.path.realpath(tmp_path)}/docs/b.txt\n"
+    assert done.stderr == b"done: 1 acted, 0 skipped, 0 failed\n"
+    assert tree(tmp_path / "docs") == {"a.txt": A, "c.txt": C}
+
+
+# ------------------------------------------------------------------------------- 7. failures count
+
+def test_a_failed_move_is_reported_counted_and_exits_2(tmp_path):
+    pair(tmp_path)
+    path = script(tmp_path, tmp_path / "docs", "--quarantine", tmp_path / "q", action="move")
+    first = os.path.realpath(tmp_path).split("/")[1]
+    write(tmp_path / "q" / first, b"a file where the quarantine needs a folder\n")
+    done = run(path)
+    assert done.returncode == 2 and b"failed: cannot create" in done.stderr
+    assert done.stderr.endswith(b"done: 0 acted, 0 skipped, 1 failed\n")
+    assert tree(tmp_path / "docs") == {"a.txt": A, "b.txt": A}
+
+
+def test_a_failed_link_leaves_no_temporary_file(tmp_path):
+    pair(tmp_path, A_EDIT)
+    path = script(tmp_path, tmp_path / "docs", action="link")
+    bin_dir = tmp_path / "bin"  # an mv that fails, after ln made the temporary link
+    write(bin_dir / "mv", b"#!/bin/sh\necho 'mv: cannot move' >&2\nexit 1\n")
+    os.chmod(bin_dir / "mv", 0o755)
+    done = run(path, env={**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"})
+    assert done.returncode == 2 and b"failed: cannot replace" in done.stderr
+    assert done.stderr.endswith(b"done: 0 acted, 0 already linked, 0 skipped, 1 failed\n")
+    assert tree(tmp_path / "docs") == {"a.txt": A, "b.txt": A_EDIT}
+
+
+def test_link_twice_is_a_no_op_and_never_replaces_a_users_file(tmp_path):
+    pair(tmp_path, A_EDIT)
+    path = script(tmp_path, tmp_path / "docs", action="link")
+    write(tmp_path / "docs" / "b.txt.neardup-link", b"the user's own file\n")  # the old temporary name
+    first = run(path)
+    assert first.returncode == 0 and first.stderr == b"done: 1 acted, 0 already linked, 0 skipped, 0 failed\n"
+    assert os.path.samefile(tmp_path / "docs" / "a.txt", tmp_path / "docs" / "b.txt")
+    second = run(path)
+    assert second.returncode == 0, second.stderr
+    assert second.stdout.decode() == f"already linked: {os.path.realpath(tmp_path)}/docs/b.txt\n"
+    assert second.stderr == b"done: 0 acted, 1 already linked, 0 skipped, 0 failed\n"
+    assert tree(tmp_path / "docs") == {"a.txt": A, "b.txt": A, "b.txt.neardup-link": b"the user's own file\n"}
+
+
+# ------------------------------------------------------------------------------- 8. names that hide text
+
+NAMES = [b"cr\rname.txt", b"nl\nname.txt", b"bs\\cname.txt", "bidi\u202etxt.exe".encode(), b"-dash.txt",
+         b"sp ace.txt", b"bad\xffname.txt"]
+DECOYS = [b"cr", b"name.txt", b"nl", b"bs", b"bidi", b"dash.txt", b"sp", b"ace.txt", b"bad"]  # unique texts
+
+
+def test_names_with_control_bidi_and_undecodable_characters_are_acted_on_exactly(tmp_path):
+    folder = os.fsencode(tmp_path / "docs")
+    write(os.path.join(folder, b"aaa_keeper.txt"), A, age=1000)
+    for name in NAMES:
+        write(os.path.join(folder, name), A, age=10)
+    for i, name in enumerate(DECOYS):
+        write(os.path.join(folder, name), text(100 + i), age=10)
+    path = script(tmp_path, tmp_path / "docs")
+    body = path.read_bytes()
+    assert acts(path) == len(NAMES)  # (a name with a newline goes on on the next line, in its quotes)
+    comments = b"\n".join(line for line in body.splitlines() if line.startswith(b"# WARNING"))
+    for shown in (b"cr\\rname", b"nl\\nname", b"bidi\\u202etxt", b"bad\\xffname"):
+        assert shown in comments
+    assert not any(ch in comments for ch in (b"\r", "\u202e".encode(), b"\xff"))
+    dry = run(path, "-n")
+    assert dry.returncode == 0
+    assert dry.stdout.count(b"would remove: ") == len(NAMES) and b"bs\\cname.txt\n" in dry.stdout
+    done = run(path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.count(b"removed: ") == len(NAMES) and b"removed: " in done.stdout
+    assert b"/docs/bs\\cname.txt\n" in done.stdout and b"/docs/cr\rname.txt\n" in done.stdout
+    assert sorted(os.listdir(folder)) == sorted([b"aaa_keeper.txt", *DECOYS])
 
 
 # ------------------------------------------------------------------------------- 9. --follow-links
@@ -146,3 +309,21 @@ def test_a_link_is_not_a_duplicate_of_its_target(tmp_path, link):
     path = script(tmp_path, "docs", "--follow-links")
     assert acts(path) == 0 and run(path).returncode == 0
     assert tree(tmp_path / "docs") == {"a.txt": A, "c.txt": C, link: "-> a.txt"}
+
+
+def test_a_file_that_a_listed_link_leads_to_is_not_removed(tmp_path):
+    pair(tmp_path)
+    os.symlink("b.txt", tmp_path / "docs" / "c_link.txt")  # listed after b.txt: the same file, skipped
+    write(tmp_path / "outside" / "d.txt", A, age=10)
+    os.symlink(tmp_path / "outside" / "d.txt", tmp_path / "docs" / "d_link.txt")  # the only path to d.txt
+    before = tree(tmp_path / "docs"), tree(tmp_path / "outside")
+    path = script(tmp_path, "docs", "--follow-links")
+    body = path.read_bytes().decode()
+    assert acts(path) == 0
+    assert f"listed symbolic links lead to it (docs/c_link.txt), not acted on: {tmp_path}/docs/b.txt" in body
+    assert f"is a symbolic link (listed with --follow-links), not acted on: {tmp_path}/docs/d_link.txt" in body
+    assert run(path).returncode == 0
+    assert (tree(tmp_path / "docs"), tree(tmp_path / "outside")) == before
+    linked = script(tmp_path, "docs", "--follow-links", action="link")  # a link to b.txt then leads to a's text
+    assert acts(linked) == 1 and run(linked).returncode == 0
+    assert os.path.samefile(tmp_path / "docs" / "a.txt", tmp_path / "docs" / "c_link.txt")
