@@ -223,6 +223,12 @@ def _setter(attr: str):
     return callback
 
 
+def _quarantine(ctx, param, value):
+    if value is not None and not value.strip():  # '' would make every move a skip, or a move into the cwd
+        raise click.BadParameter("needs a folder, not an empty name", ctx, param)
+    return _setter("quarantine")(ctx, param, value)
+
+
 def common_options(f):
     """Options accepted before the stages or on any of them: where to work, and what to print how."""
     for decorator in reversed([
@@ -330,7 +336,7 @@ script_options = _options(
     click.option("--action", type=click.Choice(actions.ACTIONS), callback=_setter("action"), expose_value=False,
                  help="What the script does to each duplicate: remove, move (to --quarantine), or link (replace "
                       "by a hard link to its keeper) [default: remove]."),
-    click.option("--quarantine", type=click.Path(file_okay=False), callback=_setter("quarantine"),
+    click.option("--quarantine", type=click.Path(file_okay=False), callback=_quarantine,
                  expose_value=False, help="Folder the script moves duplicates into (--action move)."),
 )
 reference_option = click.option("--reference", "references", multiple=True, metavar="PATH",

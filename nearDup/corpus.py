@@ -105,8 +105,9 @@ class BinaryFile(Exception):
 @dataclasses.dataclass
 class Listing:
     items: list[Item]
-    skipped: dict[str, int]  # hidden, symlink, excluded
+    skipped: dict[str, int]  # hidden, symlink, excluded, same file
     args: list[str]  # the arguments, with - replaced by the paths read from stdin
+    links: dict[str, list[str]] = dataclasses.field(default_factory=dict)  # listed path -> skipped links to it
 
 
 # ----------------------------------------------------------------------------------------------------- listing
@@ -123,8 +124,16 @@ def list_items(args: list[str], params: SourceParams, stdin=None, spool: Callabl
     """Every Item under the given arguments, sorted by id (so the result does not depend on listing order); an
     item found under two arguments is listed once. lazy: for one folder, items is an iterator that lists the
     folder as it is consumed (already in id order), so that its first partitions can be read meanwhile. skip:
-    folders never walked into (the work dir, whose own files are not documents)."""
-    skipped = {"hidden": 0, "symlink": 0, "excluded": 0}
+    folders never walked into (the work dir, whose own files are not documents).
+
+    A file is listed by one path only, however many name it (two spellings of a folder, a folder and a link to
+    it, hard links): its first path by argument order, then id order; the others are counted in skipped["same
+    file"]. Otherwise the file is paired with itself at Jaccard 1, and a script removes its only copy. A skipped
+    path that is a symbolic link (--follow-links) is kept in links, under the path listed: removing that file
+    would leave the link dangling."""
+    skipped = {"hidden": 0, "symlink": 0, "excluded": 0, SAME_FILE: 0}
+    seen: dict[tuple[int, int], str] = {}  # (st_dev, st_ino) -> path, of the files listed so far
+    links: dict[str, list[str]] = {}
     skip_dirs = set()
     for folder in skip:
         with contextlib.suppress(OSError):
@@ -136,6 +145,8 @@ def list_items(args: list[str], params: SourceParams, stdin=None, spool: Callabl
             expanded.extend(read_path_list(stdin if stdin is not None else sys.stdin.buffer, params.null))
         else:
             expanded.append(arg)
+    # in one folder walked without following links only a file with several hard links can come twice
+    every = len(expanded) > 1 or params.follow_links
     for arg in expanded:
         if params.jsonl:
             found.extend(_jsonl_items(arg, params, stdin, spool))
@@ -148,19 +159,46 @@ def list_items(args: list[str], params: SourceParams, stdin=None, spool: Callabl
             raise InputError(f"{arg}: cannot read ({e.strerror})") from None
         if stat.S_ISDIR(st.st_mode):
             if lazy and len(expanded) == 1:
-                return Listing(_walk(arg, params, skipped, skip_dirs), skipped, expanded)
-            found.extend(_walk(arg, params, skipped, skip_dirs))
+                return Listing(_walk(arg, params, skipped, seen, every, links, skip_dirs), skipped, expanded,
+                               links)
+            found.extend(_walk(arg, params, skipped, seen, every, links, skip_dirs))
         elif stat.S_ISREG(st.st_mode):
+            if (st.st_dev, st.st_ino) in seen:
+                skipped[SAME_FILE] += 1
+                if os.path.islink(arg):
+                    links.setdefault(seen[st.st_dev, st.st_ino], []).append(arg)
+                continue
+            seen[st.st_dev, st.st_ino] = arg
             found.append(Item("file", arg, arg, st.st_size, st.st_mtime_ns, inode=st.st_ino))
         else:
             raise InputError(f"{arg}: not a regular file or folder")
     if len(expanded) > 1:  # one argument is listed in id order already (a folder by _walk, a JSONL file by line)
         found.sort(key=_ORDER)  # stable: of equal ids, the first found stays first
         found = [item for i, item in enumerate(found) if i == 0 or _ORDER(found[i - 1]) != _ORDER(item)]
-    return Listing(found, skipped, expanded)
+    return Listing(found, skipped, expanded, links)
 
 
 _ORDER = operator.attrgetter("id", "start")
+SAME_FILE = "same file"  # the key in Listing.skipped of paths of a file already listed
+
+
+def under(roots: Sequence[str], base: str = "") -> Callable[[str], bool]:
+    """A test of whether a path is one of roots or lies below one (relative paths and roots taken from base),
+    comparing resolved paths, never the spelling: ./master, docs/master/ and /abs/docs/master are one folder,
+    wherever it sits among the arguments. A path counts as below a root if it is with its folders resolved (a
+    link inside the root) or as the file it resolves to (a link from outside to a file inside the root)."""
+    resolved = {os.path.realpath(os.path.join(base, r)) for r in roots}
+    prefixes = tuple(r.rstrip("/") + "/" for r in resolved)
+    real_folder = functools.lru_cache(maxsize=4096)(os.path.realpath)  # the documents of a group share folders
+
+    def test(path: str) -> bool:
+        if not resolved:
+            return False
+        full = os.path.join(base, path)
+        head, tail = os.path.split(full)
+        return any(p in resolved or p.startswith(prefixes)
+                   for p in (os.path.join(real_folder(head), tail), os.path.realpath(full)))
+    return test
 
 
 def _wanted(rel: str, name: str, params: SourceParams) -> bool:
@@ -169,7 +207,8 @@ def _wanted(rel: str, name: str, params: SourceParams) -> bool:
     return (not params.include or match(params.include)) and not match(params.exclude)
 
 
-def _walk(root: str, params: SourceParams, skipped: dict, skip_dirs: set = frozenset()) -> Iterator[Item]:
+def _walk(root: str, params: SourceParams, skipped: dict, seen: dict, every: bool,
+          links: dict, skip_dirs: set = frozenset()) -> Iterator[Item]:
     """Files below root in id order, listed as they are consumed; hidden entries and symlinks skipped unless
     asked; no loop can recur, and no folder of skip_dirs ((device, inode) pairs) is entered.
 
@@ -178,7 +217,9 @@ def _walk(root: str, params: SourceParams, skipped: dict, skip_dirs: set = froze
     the order list_items sorts into. Each folder is listed through an open descriptor and its files are stat-ed
     relative to it (fstatat), so the kernel does not resolve the whole path again for each file (2.5 instead of
     2.9-4.4 us a file here). The loop body runs once per file of a folder of a million: it is kept to plain
-    attribute reads."""
+    attribute reads. seen: (st_dev, st_ino) -> path of the files listed so far, looked up for every file when
+    every (several arguments, or links followed), else only for files with several hard links; links: see
+    list_items."""
     seen_dirs = {_dir_identity(root)}
     if seen_dirs <= skip_dirs:
         return
@@ -200,6 +241,14 @@ def _walk(root: str, params: SourceParams, skipped: dict, skip_dirs: set = froze
                 if kind == stat.S_IFREG:
                     if not filtered or _wanted(f"{rel_folder}{entry.name}", entry.name, params):
                         path = prefix + entry.name
+                        if every or st.st_nlink > 1:
+                            ident = (st.st_dev, st.st_ino)
+                            if ident in seen:
+                                skipped[SAME_FILE] += 1
+                                if entry.is_symlink():
+                                    links.setdefault(seen[ident], []).append(path)
+                                continue
+                            seen[ident] = path
                         yield make(("file", path, path, st.st_size, st.st_mtime_ns, 0, 0, 1, st.st_ino))
                     else:
                         skipped["excluded"] += 1

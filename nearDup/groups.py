@@ -15,6 +15,7 @@ from typing import Callable
 
 import numpy as np
 
+from .corpus import under
 from .errors import ParameterError
 from .kernels.cluster import components, groups_of
 
@@ -138,6 +139,7 @@ def replay_groups(saved: list[dict], threshold: float, rules: KeeperRules, link:
     pairs = [p for p in saved if p["jaccard"] >= threshold]
     ids = sorted({p["a"] for p in saved} | {p["b"] for p in saved})
     index = {doc_id: i for i, doc_id in enumerate(ids)}
+    is_reference = under(references)
     docs = []
     for doc_id in ids:
         try:
@@ -145,8 +147,8 @@ def replay_groups(saved: list[dict], threshold: float, rules: KeeperRules, link:
             size, mtime = st.st_size, st.st_mtime_ns
         except OSError:
             size, mtime = 0, 0
-        reference = any(doc_id == r or doc_id.startswith(r.rstrip("/") + "/") for r in references)
-        docs.append({"id": doc_id, "size": size, "mtime_ns": mtime, "arg": 0, "reference": reference})
+        docs.append({"id": doc_id, "size": size, "mtime_ns": mtime, "arg": 0, "reference": is_reference(doc_id),
+                     "path": os.path.abspath(doc_id)})
     known = {(min(index[p["a"]], index[p["b"]]), max(index[p["a"]], index[p["b"]])): p["jaccard"] for p in pairs}
     edges = np.array(sorted(known), dtype=np.int64).reshape(-1, 2)
 

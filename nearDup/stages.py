@@ -307,7 +307,8 @@ def shingle(runner: Runner, args: list[str], source: SourceParams, params: Shing
     items, binary = skip_known_binary([] if streamed else listing.items, known)  # not opened again
     todo = plan(stored if base is not None else Catalog.empty(), items, source)
     if (base is not None and not rebuild and not todo.todo and todo.catalog.same(stored)
-            and base.get("inputs") == inputs and len(binary) == len(known)):
+            and base.get("inputs") == inputs and len(binary) == len(known) and base.get("cwd") == os.getcwd()
+            and base.get("links", {}) == listing.links):
         runner.log(f"shingle: up to date ({_shingle_summary(base)})")
         _report_problems(runner, base)
         return base
@@ -394,10 +395,10 @@ def shingle(runner: Runner, args: list[str], source: SourceParams, params: Shing
         work.save_table(work.output("shingle", BINARY, key), binary_columns(binary))
     _remember_catalog(_catalog_version(catalog_path), catalog)
     record = {"key": key, "params": asdict(params), "source": asdict(source), "content": content,
-              "inputs": inputs, "partitions": keys, "shards": shards, "docs": counts, "bytes": shard_bytes, "run": run,
-              "next_shard": next_shard + len(parts),
+              "inputs": inputs, "cwd": os.getcwd(), "partitions": keys, "shards": shards, "docs": counts,
+              "bytes": shard_bytes, "run": run, "next_shard": next_shard + len(parts),
               "files": _files(work, "shingle", key, CATALOG, *([BINARY] if binary else [])),
-              "stats": totals}
+              "stats": totals, **({"links": listing.links} if listing.links else {})}
     _check_documents(runner, record, params, args)
     work.record_stage("shingle", record)
     runner.log(f"shingle: {_shingle_summary(record)}" + (f"; {reused} of {len(parts)} new partitions reused "
@@ -498,7 +499,9 @@ def _shingle_summary(record: dict) -> str:
         ("short", "too short for one shingle (kept, never paired)"), ("binary", "binary files skipped"),
         ("replaced", "with invalid UTF-8 replaced"), ("bad_lines", "bad JSONL lines skipped"))
         if s.get(k)]
-    notes += [f"{n} {kind} skipped" for kind, n in s.get("skipped", {}).items() if n]
+    notes += [f"{n} {kind} skipped" if kind != corpus.SAME_FILE else
+              f"{n} path{'s' if n != 1 else ''} of files already listed skipped (same file)"
+              for kind, n in s.get("skipped", {}).items() if n]
     changes = [f"{s[k]} {k}" for k in ("added", "removed", "renamed") if s.get(k)]
     if changes and s.get("added") != s["docs"]:
         notes.append("this run: " + ", ".join(changes))
@@ -517,9 +520,11 @@ class Docs:
     documents exist now), each with `arg` (index of the argument it was found under) and `reference` (found under a
     --reference path). Records are made when asked for: a group needs a few of 100,000."""
 
-    def __init__(self, catalog: Catalog, inputs: list[dict]):
-        self.catalog, self.inputs = catalog, inputs
+    def __init__(self, catalog: Catalog, inputs: list[dict], cwd: str = "", links: dict | None = None):
+        self.catalog, self.inputs, self.cwd, self.links = catalog, inputs, cwd, links or {}
         self.prefixes = [(p["path"] if p["path"].endswith("/") else p["path"] + "/") for p in inputs]
+        # a reference may lie inside an input folder, be spelled otherwise, or come first: resolved paths decide
+        self.is_reference = corpus.under([p["path"] for p in inputs if p["reference"]], cwd)
 
     def __len__(self) -> int:
         return len(self.catalog)
@@ -529,7 +534,10 @@ class Docs:
         arg = next((i for i, p in enumerate(self.inputs) if doc["id"] == p["path"]
                     or doc["id"].startswith(self.prefixes[i])), 0)
         doc["arg"] = arg
-        doc["reference"] = bool(self.inputs) and self.inputs[arg]["reference"]
+        doc["reference"] = self.is_reference(doc["id"])
+        doc["path"] = os.path.join(self.cwd, doc["id"])  # as scanned (relative ids are relative to the scan's cwd)
+        if doc["id"] in self.links:
+            doc["links"] = self.links[doc["id"]]  # listed symbolic links to it (--follow-links)
         return doc
 
     def __iter__(self):
@@ -541,7 +549,7 @@ class Docs:
 
 def load_docs(work: WorkDir, shingle_record: dict | None = None) -> Docs:
     record = shingle_record or require(work, "shingle")
-    return Docs(load_catalog(work, record), record.get("inputs", []))
+    return Docs(load_catalog(work, record), record.get("inputs", []), record.get("cwd", ""), record.get("links"))
 
 
 # ---------------------------------------------------------------------------------------------- 2. signature
