@@ -14,7 +14,7 @@ from typing import Callable
 
 import click
 
-from . import __version__, actions, corpus, stages
+from . import __version__, actions, admin, corpus, stages
 from .config import (DEFAULT_THRESHOLD, METHODS, UNITS, CandidateParams, ClusterParams, ShingleParams,
                      SignatureParams, SourceParams, VerifyParams, default_jobs)
 from .engine import make_engine
@@ -727,6 +727,10 @@ def inspect(ctx):
         elif "stats" in record:
             click.echo("  " + ", ".join(f"{k} {v}" for k, v in record["stats"].items()))
         previous = record
+
+
+for _command in admin.COMMANDS:
+    cli.add_command(_command)
 
 
 def main() -> None:
