@@ -1,7 +1,7 @@
-"""Commands about nearDup itself rather than documents: `help` (and the man page).
+"""Commands about nearDup itself rather than documents: `help` (and the man page), `config show`.
 
 Registered on the chained group by cli.py. They are not stage commands: their arguments may be command names
-(`help run`), which a stage command would take for the next stage.
+(`help run`, `config show run`), which a stage command would take for the next stage.
 """
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import inspect
 
 import click
 
-from . import __version__
+from . import __version__, settings
 
 
 # ---------------------------------------------------------------------------------------------- help and man
@@ -102,7 +102,23 @@ def man_page(root: click.Context) -> str:
         usage = " ".join(sub.command.collect_usage_pieces(sub))
         lines += [f'.SS "{_roff(sub.command_path)} {_roff(usage)}"', *_roff_paragraphs(sub.command.help or ""),
                   *_roff_options(sub, common)]
+    lines += [".SH ENVIRONMENT", *_roff_paragraphs(settings.ENVIRONMENT_HELP), ".SH FILES",
+              *_roff_paragraphs(settings.FILES_HELP)]
     return "\n".join(lines) + "\n"
 
 
-COMMANDS = (help_command,)
+# ---------------------------------------------------------------------------------------------- config
+
+@click.command("config", cls=Command)
+@click.argument("action", type=click.Choice(["show"]))
+@click.argument("commands", nargs=-1, metavar="[COMMAND]...", shell_complete=_complete_command)
+@click.pass_context
+def config_command(ctx, action, commands):
+    """Show the effective default of every option (of the COMMANDs, or of all), as a config file would set it,
+    each with where it comes from: default, the config file, the environment (NEARDUP_X), or the command line."""
+    root = ctx.find_root()
+    _check_commands(root, commands)
+    click.echo("\n".join(settings.show(root, list(commands) or sorted(root.command.commands))))
+
+
+COMMANDS = (help_command, config_command)

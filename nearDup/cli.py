@@ -14,7 +14,7 @@ from typing import Callable
 
 import click
 
-from . import __version__, actions, admin, corpus, stages
+from . import __version__, actions, admin, corpus, settings, stages
 from .config import (DEFAULT_THRESHOLD, METHODS, UNITS, CandidateParams, ClusterParams, ShingleParams,
                      SignatureParams, SourceParams, VerifyParams, default_jobs)
 from .engine import make_engine
@@ -427,6 +427,10 @@ def _report(app: App, results: Results) -> int:
 
 @click.group(cls=NearDupGroup, chain=True,
              context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
+@click.option("--config", type=click.Path(dir_okay=False), envvar="NEARDUP_CONFIG", is_eager=True,
+              expose_value=False, callback=settings.load,
+              help="Option defaults from this TOML file [default: $XDG_CONFIG_HOME/neardup/config.toml, if it exists]; "
+                   "the environment (NEARDUP_THRESHOLD=0.9) overrides it, the command line both.")
 @common_options
 @click.version_option(__version__, prog_name="nearDup")
 @click.pass_context
