@@ -1,15 +1,19 @@
-"""Commands about nearDup itself rather than documents: `help` (and the man page), `config show`.
+"""Commands about nearDup itself rather than documents: `help` (and the man page), `config show`, `cache`.
 
 Registered on the chained group by cli.py. They are not stage commands: their arguments may be command names
 (`help run`, `config show run`), which a stage command would take for the next stage.
 """
 from __future__ import annotations
 
+import datetime
 import inspect
+import re
+from pathlib import Path
 
 import click
+from click.core import ParameterSource
 
-from . import __version__, settings
+from . import __version__, cache, settings
 
 
 # ---------------------------------------------------------------------------------------------- help and man
@@ -121,4 +125,75 @@ def config_command(ctx, action, commands):
     click.echo("\n".join(settings.show(root, list(commands) or sorted(root.command.commands))))
 
 
-COMMANDS = (help_command, config_command)
+# ---------------------------------------------------------------------------------------------- cache
+
+class Size(click.ParamType):
+    """Bytes, or a number with K, M, G, T (powers of 1000; Ki, Mi, Gi, Ti: of 1024); none: no limit."""
+
+    name = "size"
+
+    def convert(self, value, param, ctx):
+        if value is None or isinstance(value, int):
+            return value
+        if str(value).strip().lower() == "none":
+            return None
+        m = re.fullmatch(r"\s*(\d+(?:\.\d*)?)\s*([kmgt]?)(i?)b?\s*", str(value), re.IGNORECASE)
+        if m is None or (m[3] and not m[2]):
+            self.fail(f"{value!r} is not a size: give bytes, or a number with K, M, G or T (2G), or none", param, ctx)
+        return int(float(m[1]) * (1024 if m[3] else 1000) ** " kmgt".index(m[2].lower() or " "))
+
+
+def _mb(size: int) -> str:
+    return f"{size / 1e9:.1f} GB" if size >= 1e9 else f"{size / 1e6:.1f} MB"
+
+
+@click.command("cache", cls=Command)
+@click.argument("action", type=click.Choice(["list", "clean"]))
+@click.option("--older-than", type=click.FloatRange(0), metavar="DAYS",
+              help="clean: remove the work dirs not used for DAYS days (and only those).")
+@click.option("--all", "everything", is_flag=True, help="clean: remove every work dir of the cache.")
+@click.option("--max-size", type=Size(), default=cache.DEFAULT_MAX_SIZE, show_default="2G",
+              help="The cache's cap: after each `run` that uses the cache, and by `clean` without --older-than or "
+                   "--all, the least recently used work dirs are removed until the cache fits (none: no cap).")
+@click.pass_context
+def cache_command(ctx, action, older_than, everything, max_size):
+    """List the work dirs that `run` without -w keeps under $XDG_CACHE_HOME/neardup (size, last use, inputs), or
+    clean: remove the least recently used until the cache fits --max-size, or those of --older-than, or --all.
+    Only nearDup's own work dirs are removed, never one a run is using."""
+    found = cache.entries()
+    if action == "list":
+        if older_than is not None or everything:
+            raise click.UsageError("--older-than and --all go with `cache clean`")
+        for e in found:
+            used = datetime.datetime.fromtimestamp(e.last_used).strftime("%Y-%m-%d %H:%M")
+            click.echo(f"{_mb(e.size)}\t{used}\t{e.path}\t{' '.join(e.inputs) or '?'}")
+        click.echo(f"{_count(len(found), 'work dir')}, {_mb(sum(e.size for e in found))} in {cache.cache_root()}"
+                   + (f" (cap {_mb(max_size)})" if max_size is not None else " (no cap)"), err=True)
+        return
+    cap = max_size if ctx.get_parameter_source("max_size") == ParameterSource.COMMANDLINE or not (
+        older_than is not None or everything) else None
+    removed, busy = cache.clean(found, cap, older_than, everything)
+    kept = [e for e in found if e not in removed]
+    click.echo(f"removed {_count(len(removed), 'work dir')} ({_mb(sum(e.size for e in removed))}); kept "
+               f"{len(kept)} ({_mb(sum(e.size for e in kept))})"
+               + (f"; {len(busy)} in use by a run, not removed" if busy else ""), err=True)
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+def evict(ctx: click.Context, keep: Path, log) -> None:
+    """After a run that used the cache: remove the least recently used work dirs beyond the cap."""
+    current = settings.of(ctx)
+    cap = current.value("cache", "max_size", cache.DEFAULT_MAX_SIZE) if current else cache.DEFAULT_MAX_SIZE
+    if cap is None:
+        return
+    removed, _ = cache.clean(cache.entries(), cap, keep=keep)
+    if removed:
+        log(f"cache: removed the {_count(len(removed), 'least recently used work dir')} "
+            f"({_mb(sum(e.size for e in removed))}) to keep {cache.cache_root()} under {_mb(cap)} "
+            f"(NEARDUP_CACHE_MAX_SIZE, or max-size in the config file's [cache])")
+
+
+COMMANDS = (help_command, config_command, cache_command)

@@ -14,7 +14,7 @@ from typing import Callable
 
 import click
 
-from . import __version__, actions, admin, corpus, settings, stages
+from . import __version__, actions, admin, cache, corpus, settings, stages
 from .config import (DEFAULT_THRESHOLD, METHODS, UNITS, CandidateParams, ClusterParams, ShingleParams,
                      SignatureParams, SourceParams, VerifyParams, default_jobs)
 from .engine import make_engine
@@ -161,6 +161,7 @@ class App:
     last: str | None = None  # the last stage whose result can be printed: verify or cluster
     index: bool = False  # the work dir is an --index: one transaction per run, parameters fixed
     new_only: bool = False  # report only what involves a document added or changed since the last report
+    cached: bool = False  # the work dir is run's default one, in the cache (evicted from by size after the run)
 
     def output_format(self) -> str:
         return self.fmt or ("human" if sys.stdout.isatty() else "tsv")
@@ -459,6 +460,8 @@ def _finish(ctx, results):
     code = _report(app, Results.of_workdir(app.runner, app.new_only))
     stages.mark_reported(app.runner.work)
     app.runner.work.commit()
+    if app.cached:
+        admin.evict(ctx, app.runner.work.root, app.runner.log)
     return code
 
 
@@ -579,6 +582,8 @@ def run(ctx, paths, unit, k, whitespace, strip_punct, num_perm, seed, minhash, t
     runner = app.open(stages.default_workdir(list(paths), source_params, shingle_params), "run")
     if app.workdir is None:
         runner.log(f"work dir: {runner.work.root}")
+        cache.record_use(runner.work.root, cache.absolute(paths))
+        app.cached = True
     signature_params = SignatureParams(num_perm, seed, minhash)
     band_params = stages.choose_bands(num_perm, threshold, bands, rows, runner.work)
     if not rebuild:

@@ -30,11 +30,11 @@ ENVIRONMENT_HELP = """NEARDUP_<OPTION> (NEARDUP_THRESHOLD=0.9, NEARDUP_NUM_PERM=
 default of that option for every command that has it; NEARDUP_<COMMAND>_<OPTION> (NEARDUP_RUN_THRESHOLD) for one
 command, and wins. Flags take 1/0, true/false; repeatable options a blank-separated list. The command line wins over
 both. NEARDUP_CONFIG names the config file. XDG_CONFIG_HOME and XDG_CACHE_HOME move the config file and the cache.
-_NEARDUP_COMPLETE=bash_source (zsh_source, fish_source) prints the shell
+NEARDUP_CACHE_MAX_SIZE caps the cache. _NEARDUP_COMPLETE=bash_source (zsh_source, fish_source) prints the shell
 completion script."""
 FILES_HELP = """$XDG_CONFIG_HOME/neardup/config.toml (default ~/.config/neardup/config.toml): option defaults, one
 key per option (threshold = 0.9), and [command] tables for one command ([run] keep = "oldest,alpha").
-$XDG_CACHE_HOME/neardup/ (default ~/.cache/neardup/): the work dirs of `run` without -w."""
+$XDG_CACHE_HOME/neardup/ (default ~/.cache/neardup/): the work dirs of `run` without -w; see `neardup cache`."""
 
 
 @dataclasses.dataclass
