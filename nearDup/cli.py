@@ -561,7 +561,7 @@ def run(ctx, paths, unit, k, whitespace, strip_punct, num_perm, seed, minhash, t
             raise click.UsageError("give either -w/--workdir or --index, not both")
         app.workdir, app.index = index, True
     app.new_only = new_only
-    if groups and app.select is None:
+    if groups and not settings.given(ctx, "select"):  # --groups wins over a --print from the config or environment
         app.select = "groups"
     cluster_params = _cluster_params(link, keep, prefer)
     if replay:

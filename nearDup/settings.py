@@ -149,6 +149,11 @@ def load(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
     ctx.meta[META_KEY] = settings
 
 
+def given(ctx: click.Context, name: str) -> bool:
+    """Whether the option `name` was given on the command line, to this command or before it."""
+    return ParameterSource.COMMANDLINE in (ctx.get_parameter_source(name), ctx.find_root().get_parameter_source(name))
+
+
 def of(ctx: click.Context) -> Settings | None:
     return ctx.find_root().meta.get(META_KEY)
 

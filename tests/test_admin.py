@@ -108,6 +108,17 @@ def test_environment_config_file_and_command_line_in_that_order(tmp_path):
     assert pairs(r) == strict
 
 
+def test_a_flag_on_the_command_line_wins_over_a_print_from_the_config_file(tmp_path):
+    config = tmp_path / "config" / "neardup" / "config.toml"
+    config.parent.mkdir(parents=True)
+    config.write_text('print = "dupes"\n')
+    dupes = pairs(neardup(tmp_path, "-w", tmp_path / "w", "run", SAMPLE))
+    groups = pairs(neardup(tmp_path, "-w", tmp_path / "w", "run", SAMPLE, "--groups"))
+    assert dupes and all(len(line.split("\t")) == 1 for line in dupes)
+    assert {line.split("\t")[1] for line in groups} == {"keeper", "duplicate"}
+    assert {line.split("\t")[3] for line in groups if line.split("\t")[1] == "duplicate"} == set(dupes)
+
+
 def test_the_specific_setting_wins_over_the_general_one(tmp_path):
     def tune(*extra, env=None):  # the threshold tune chose its bands for: quicker than a run
         r = neardup(tmp_path, *extra, "tune", env=env)
