@@ -1,28 +1,55 @@
-# Two commands on a fresh machine with Python 3.11: `make run` (nearDup on sample_corpus) and `make test`.
+# Two commands on a fresh machine with Python >= 3.11 and its venv module: `make run` (nearDup on sample_corpus)
+# and `make test`. Another interpreter: `make PYTHON=python3.11 run`.
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
+PIP    := $(BIN)/pip install --quiet --disable-pip-version-check
 
-.PHONY: run test bench install clean
+# Stamps in the venv record what is installed, so each target installs only what it needs and `make run` then
+# `make test` installs only the test extras. The venv is named after the interpreter that made it: a PYTHON given
+# on the command line that did not make it rebuilds it; without one, the existing venv is used whatever made it.
+ifeq ($(origin PYTHON),command line)
+MADE_WITH := $(VENV)/.made-with-$(notdir $(PYTHON))
+else
+MADE_WITH := $(firstword $(wildcard $(VENV)/.made-with-*) $(VENV)/.made-with-$(notdir $(PYTHON)))
+endif
 
-$(BIN)/neardup: pyproject.toml Makefile
+.PHONY: run test bench install man clean
+
+$(MADE_WITH):
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11) and "nearDup needs Python >= 3.11: " \
+	  "pick one with make PYTHON=python3.11 ...")'
+	rm -rf $(VENV)
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[test,dask]'
 	touch $@
 
-install: $(BIN)/neardup
+$(VENV)/.base: $(MADE_WITH) pyproject.toml Makefile
+	$(PIP) -e .
+	touch $@
 
-run: $(BIN)/neardup
+$(VENV)/.test: $(VENV)/.base
+	$(PIP) -e '.[test,dask]'
+	touch $@
+
+$(VENV)/.bench: $(VENV)/.base
+	$(PIP) -e '.[bench]'
+	touch $@
+
+install: $(VENV)/.test
+
+run: $(VENV)/.base
 	$(BIN)/neardup run sample_corpus/
 
-test: $(BIN)/neardup
+test: $(VENV)/.test
 	$(BIN)/python -m pytest tests/
 
-bench: $(BIN)/neardup
-	$(BIN)/pip install --quiet -e '.[bench]'
+man: $(VENV)/.base
+	$(BIN)/neardup help --man > neardup.1
+	@echo "read it with: man ./neardup.1"
+
+bench: $(VENV)/.bench
 	$(BIN)/python bench/run.py
 	$(BIN)/python bench/scaling.py
 
 clean:
-	rm -rf $(VENV) bench/out
+	rm -rf $(VENV) bench/out neardup.1

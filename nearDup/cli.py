@@ -14,7 +14,7 @@ from typing import Callable
 
 import click
 
-from . import __version__, actions, corpus, stages
+from . import __version__, actions, admin, cache, corpus, settings, stages
 from .config import (DEFAULT_THRESHOLD, METHODS, UNITS, CandidateParams, ClusterParams, ShingleParams,
                      SignatureParams, SourceParams, VerifyParams, default_jobs)
 from .engine import make_engine
@@ -161,6 +161,7 @@ class App:
     last: str | None = None  # the last stage whose result can be printed: verify or cluster
     index: bool = False  # the work dir is an --index: one transaction per run, parameters fixed
     new_only: bool = False  # report only what involves a document added or changed since the last report
+    cached: bool = False  # the work dir is run's default one, in the cache (evicted from by size after the run)
 
     def output_format(self) -> str:
         return self.fmt or ("human" if sys.stdout.isatty() else "tsv")
@@ -433,6 +434,10 @@ def _report(app: App, results: Results) -> int:
 
 @click.group(cls=NearDupGroup, chain=True,
              context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
+@click.option("--config", type=click.Path(dir_okay=False), envvar="NEARDUP_CONFIG", is_eager=True,
+              expose_value=False, callback=settings.load,
+              help="Option defaults from this TOML file [default: $XDG_CONFIG_HOME/neardup/config.toml, if it exists]; "
+                   "the environment (NEARDUP_THRESHOLD=0.9) overrides it, the command line both.")
 @common_options
 @click.version_option(__version__, prog_name="nearDup")
 @click.pass_context
@@ -461,6 +466,8 @@ def _finish(ctx, results):
     code = _report(app, Results.of_workdir(app.runner, app.new_only))
     stages.mark_reported(app.runner.work)
     app.runner.work.commit()
+    if app.cached:
+        admin.evict(ctx, app.runner.work.root, app.runner.log)
     return code
 
 
@@ -560,7 +567,7 @@ def run(ctx, paths, unit, k, whitespace, strip_punct, num_perm, seed, minhash, t
             raise click.UsageError("give either -w/--workdir or --index, not both")
         app.workdir, app.index = index, True
     app.new_only = new_only
-    if groups and app.select is None:
+    if groups and not settings.given(ctx, "select"):  # --groups wins over a --print from the config or environment
         app.select = "groups"
     cluster_params = _cluster_params(link, keep, prefer)
     if replay:
@@ -581,6 +588,8 @@ def run(ctx, paths, unit, k, whitespace, strip_punct, num_perm, seed, minhash, t
     runner = app.open(stages.default_workdir(list(paths), source_params, shingle_params), "run")
     if app.workdir is None:
         runner.log(f"work dir: {runner.work.root}")
+        cache.record_use(runner.work.root, cache.absolute(paths))
+        app.cached = True
     signature_params = SignatureParams(num_perm, seed, minhash)
     band_params = stages.choose_bands(num_perm, threshold, bands, rows, runner.work)
     if not rebuild:
@@ -733,6 +742,10 @@ def inspect(ctx):
         elif "stats" in record:
             click.echo("  " + ", ".join(f"{k} {v}" for k, v in record["stats"].items()))
         previous = record
+
+
+for _command in admin.COMMANDS:
+    cli.add_command(_command)
 
 
 def main() -> None:

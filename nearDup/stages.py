@@ -16,7 +16,7 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
-from . import corpus
+from . import cache, corpus
 from .catalog import (Catalog, binary_columns, binary_of, item_digest, plan, shard_columns,
                       skip_known_binary)
 from .config import (DEFAULT_THRESHOLD, FORMAT, BandParams, CandidateParams, ClusterParams, ShingleParams,
@@ -1053,9 +1053,7 @@ def inherited_threshold(work: WorkDir, given: float | None) -> float:
 
 def default_workdir(args: list[str], source: SourceParams, params: ShingleParams) -> str:
     """A work dir under the user's cache directory, keyed by the resolved inputs and the shingle parameters."""
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    inputs = [arg if arg == "-" else os.path.abspath(arg) for arg in args]
-    return os.path.join(base, "neardup", digest(inputs, source, params)[:16])
+    return os.path.join(cache.cache_root(), digest(cache.absolute(args), source, params)[:16])
 
 
 # ---------------------------------------------------------------------------------------------- the index

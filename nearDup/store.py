@@ -563,7 +563,13 @@ class WorkDir:
                     raise WorkDirError(f"{self.root}: work dir is in use by another nearDup run; wait for it or "
                                        f"pass --wait-lock SECONDS") from None
                 time.sleep(0.1)
-        self._lock_fd = fd
+        with contextlib.suppress(OSError):
+            if os.path.samestat(os.fstat(fd), os.stat(self.root / "lock")):
+                self._lock_fd = fd
+                return
+        os.close(fd)  # the lock was taken by `neardup cache clean`, which removed the work dir meanwhile
+        raise WorkDirError(f"{self.root}: work dir was removed by `neardup cache clean` while this run waited for it; "
+                           f"run again")
 
     def release(self) -> None:
         if self._lock_fd is not None:

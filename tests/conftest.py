@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import random
 import re
 import unicodedata
@@ -88,6 +89,14 @@ def refuse_open(monkeypatch, suffix: str, error: OSError) -> None:
 
     monkeypatch.setattr(reader, "open", refusing_open, raising=False)
     monkeypatch.setattr(reader, "_read_file", refusing_read_file)
+
+
+@pytest.fixture(autouse=True)
+def no_user_settings(monkeypatch, tmp_path_factory):
+    """No test reads the config file or NEARDUP_ variables of whoever runs the suite (subprocesses inherit this)."""
+    for name in [n for n in os.environ if n.startswith("NEARDUP_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path_factory.getbasetemp() / "no-config"))
 
 
 @pytest.fixture(scope="session")
