@@ -19,9 +19,9 @@ import time
 from pathlib import Path
 
 from .errors import WorkDirError
+from .store import CACHE_USE as USE_FILE
 from .store import MANIFEST, atomic_file
 
-USE_FILE = "cache.json"
 DEFAULT_MAX_SIZE = 2 * 10**9  # bytes: a few hundred runs on folders of documentation
 
 

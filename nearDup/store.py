@@ -73,6 +73,7 @@ _HOST = socket.gethostname()
 STAGES = ("shingle", "signature", "band", "candidates", "verify", "cluster")
 MANIFEST = "manifest.json"
 MARKER = ".neardup-workdir"
+CACHE_USE = "cache.json"  # a cache work dir's inputs and last use (see cache.py)
 _MARKER_TEXT = (b"nearDup work dir: nearDup writes and removes its own files in this folder; delete the whole "
                 b"folder to forget it.\n")
 _FOLDERS = (*STAGES, "inputs")
@@ -297,7 +298,8 @@ class WorkDir:
             raise WorkDirError(f"{self.root}: not a folder; give -w/--workdir or --index a folder") from None
         except OSError as e:
             raise _os_error(self.root, e) from None
-        foreign = sorted(e for e in entries if e not in (MANIFEST, "lock", *_FOLDERS) and not _OWN_TEMP.fullmatch(e))
+        foreign = sorted(e for e in entries
+                         if e not in (MANIFEST, "lock", CACHE_USE, *_FOLDERS) and not _OWN_TEMP.fullmatch(e))
         data = sorted(e for e in entries if e in (MANIFEST, *_FOLDERS))  # not just a lock or a temporary
         if foreign or (data and not cache and not _is_manifest(self.root / MANIFEST)):
             shown = foreign or data
