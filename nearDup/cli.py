@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 import sys
 import traceback
@@ -223,6 +224,17 @@ def _setter(attr: str):
     return callback
 
 
+class Finite(click.FloatRange):
+    """A float option that refuses nan and inf: click.FloatRange lets nan through (every comparison with nan is
+    false), and it reached the kernels as an internal error."""
+
+    def convert(self, value, param, ctx):
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number.", param, ctx)
+        return number
+
+
 def common_options(f):
     """Options accepted before the stages or on any of them: where to work, and what to print how."""
     for decorator in reversed([
@@ -239,7 +251,7 @@ def common_options(f):
                                               "scheduler --scheduler-file PATH`)."),
         click.option("--force", is_flag=True, default=None, callback=_setter("force"), expose_value=False,
                      help="Forget stored results and recompute every stage."),
-        click.option("--wait-lock", type=click.FloatRange(0), callback=_setter("wait_lock"), expose_value=False,
+        click.option("--wait-lock", type=Finite(0), callback=_setter("wait_lock"), expose_value=False,
                      help="Seconds to wait for another run on the same work dir [default: 0]."),
         click.option("--progress/--no-progress", default=None, callback=_setter("progress"), expose_value=False,
                      help="Progress bars on stderr [default: only when stderr is a terminal]."),
@@ -307,7 +319,7 @@ signature_options = _options(
                       "per row (MMDS 3.3.5)."),
 )
 threshold_option = click.option(
-    "-t", "--threshold", type=click.FloatRange(0, 1, min_open=True),
+    "-t", "--threshold", type=Finite(0, 1, min_open=True),
     help=f"Jaccard similarity threshold [default: {DEFAULT_THRESHOLD}, or what the band stage used].")
 band_options = _options(
     threshold_option,

@@ -401,3 +401,19 @@ def test_streamed_shingles_equal_whole_text_shingles(unit, k):
     cuts = sorted(rng.sample([i + 1 for i, c in enumerate(text) if c == " "], 30))  # pieces end after a blank
     pieces = [text[a:b] for a, b in zip([0] + cuts, cuts + [len(text)])]
     assert np.array_equal(whole, _streamed_shingles(iter(pieces), params, hash_tokens))
+
+
+# ------------------------------------------------------------------------------------------ clear errors
+
+@pytest.mark.parametrize("value", ["nan", "NaN", "inf", "-inf"])
+def test_nan_and_inf_are_refused_by_every_float_option(tmp_path, value):
+    f = tmp_path / "a.txt"
+    f.write_text(TEXT)
+    for args in (["run", f, "-t", value], ["-w", tmp_path / "w", "band", "--threshold", value],
+                 ["-w", tmp_path / "w", "verify", "-t", value], ["compare", f, f, "-t", value],
+                 ["query", f, "--index", tmp_path / "w", "-t", value], ["tune", "-t", value],
+                 ["--wait-lock", value, "-w", tmp_path / "w", "inspect"]):
+        r = invoke(*args)
+        one_line_error(r, "Invalid value for", value.lstrip("-"))
+        assert "internal error" not in r.stderr
+    assert not (tmp_path / "w").exists()  # refused while parsing, before any work dir is made
