@@ -584,10 +584,11 @@ def band_key(params: BandParams, signature_key: str) -> str:
 
 
 def choose_bands(num_perm: int, threshold: float | None, bands: int | None, rows: int | None,
-                 work: WorkDir | None = None) -> BandParams:
+                 work: WorkDir | None = None, stored: bool = False) -> BandParams:
     """Explicit --bands/--rows (one of them may be derived from num_perm), else (b, r) from the threshold: for an
     index (work), those it was built with for this threshold and num_perm (its parameters are fixed; choosing
-    again costs ~50 ms, a twentieth of a run that adds a few documents), else lsh.optimal_bands."""
+    again costs ~50 ms, a twentieth of a run that adds a few documents), else lsh.optimal_bands. stored: num_perm
+    is that of the signatures stored in work (the band stage), so the fix for too few is to re-run that stage."""
     t = threshold if threshold is not None else DEFAULT_THRESHOLD
     if bands and rows:
         params = BandParams(bands, rows, None)
@@ -598,11 +599,27 @@ def choose_bands(num_perm: int, threshold: float | None, bands: int | None, rows
     else:
         params = _index_bands(work, num_perm, t) or BandParams(*lsh.optimal_bands(min(t, 0.99), num_perm), t)
     if params.bands < 1 or params.rows < 1 or params.bands * params.rows > num_perm:
-        raise ParameterError(
-            f"band: {params.bands} bands x {params.rows} rows need {params.bands * params.rows} permutations but "
-            f"signatures have {num_perm}; lower --bands/--rows or re-run the signature stage with "
-            f"--num-perm {max(params.bands * params.rows, 1)}")
+        _too_few_permutations(num_perm, bands, rows, work if stored else None)
     return params
+
+
+def _too_few_permutations(num_perm: int, bands: int | None, rows: int | None, stored: WorkDir | None) -> None:
+    """Say which of --bands/--rows asks for more than num_perm rows (b x r <= num_perm), and the two fixes."""
+    need = (bands or 1) * (rows or 1)
+    if bands and rows:
+        what = f"--bands {bands} with --rows {rows}"
+        lower = f"lower --bands or --rows so that bands x rows <= {num_perm}"
+    elif bands:
+        what, lower = f"--bands {bands} (one row each at least)", f"lower --bands to at most {num_perm}"
+    else:
+        what, lower = f"--rows {rows} (in one band at least)", f"lower --rows to at most {num_perm}"
+    if stored is None:
+        raise ParameterError(f"{what} needs {need} permutations but --num-perm is {num_perm}; raise --num-perm to "
+                             f"{need} or {lower}")
+    options = " ".join(f"--{name} {value}" for name, value in (("bands", bands), ("rows", rows)) if value)
+    raise ParameterError(f"{what} needs {need} permutations but the stored signatures have {num_perm}; {lower}, or "
+                         f"re-run the signature stage with more: `neardup -w {stored.root} signature --num-perm "
+                         f"{need} band {options}`")
 
 
 def _index_bands(work: WorkDir | None, num_perm: int, threshold: float) -> BandParams | None:
@@ -621,7 +638,7 @@ def band(runner: Runner, threshold: float | None = None, bands: int | None = Non
     work = runner.work
     upstream = require(work, "signature", consumer="band")
     num_perm = upstream["params"]["num_perm"]
-    params = choose_bands(num_perm, threshold, bands, rows, work)
+    params = choose_bands(num_perm, threshold, bands, rows, work, stored=True)
     keys = [band_key(params, k) for k in upstream["partitions"]]
     key = digest("band", keys, upstream["key"])
     summary = describe_bands(params, num_perm)

@@ -417,3 +417,23 @@ def test_nan_and_inf_are_refused_by_every_float_option(tmp_path, value):
         one_line_error(r, "Invalid value for", value.lstrip("-"))
         assert "internal error" not in r.stderr
     assert not (tmp_path / "w").exists()  # refused while parsing, before any work dir is made
+
+
+@pytest.mark.parametrize("bands,rows,need,what,lower", [
+    (100, None, 100, "--bands 100 (one row each at least)", "lower --bands to at most 64"),
+    (None, 65, 65, "--rows 65 (in one band at least)", "lower --rows to at most 64"),
+    (20, 10, 200, "--bands 20 with --rows 10", "lower --bands or --rows so that bands x rows <= 64")])
+def test_too_many_bands_or_rows_say_what_is_wrong_and_the_fix(tmp_path, bands, rows, need, what, lower):
+    d = tmp_path / "docs"
+    d.mkdir()
+    (d / "a.txt").write_text(TEXT)
+    options = [x for name, value in (("--bands", bands), ("--rows", rows)) if value for x in (name, value)]
+    for args in (["tune", "--num-perm", 64], ["-w", tmp_path / "run", "run", d, "--num-perm", 64]):
+        one_line_error(invoke(*args, *options), f"{what} needs {need} permutations but --num-perm is 64; "
+                                                f"raise --num-perm to {need} or {lower}")
+    w = tmp_path / "w"
+    assert invoke("-w", w, "shingle", d, "signature", "--num-perm", 64).exit_code == 0
+    r = invoke("-w", w, "band", *options)  # the signatures are stored: the fix is to make them again, longer
+    one_line_error(r, f"{what} needs {need} permutations but the stored signatures have 64; {lower}, or re-run "
+                      f"the signature stage with more: `neardup -w {w} signature --num-perm {need} band "
+                      f"{' '.join(map(str, options))}`")
