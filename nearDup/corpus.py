@@ -122,7 +122,7 @@ def list_items(args: list[str], params: SourceParams, stdin=None, spool: Callabl
     """Every Item under the given arguments, sorted by id (so the result does not depend on listing order); an
     item found under two arguments is listed once. lazy: for one folder, items is an iterator that lists the
     folder as it is consumed (already in id order), so that its first partitions can be read meanwhile."""
-    skipped = {"hidden": 0, "symlink": 0, "excluded": 0}
+    skipped = {"hidden": 0, "symlink": 0, "excluded": 0, "special": 0}
     found: list[Item] = []
     expanded: list[str] = []
     for arg in args:
@@ -147,7 +147,8 @@ def list_items(args: list[str], params: SourceParams, stdin=None, spool: Callabl
         elif stat.S_ISREG(st.st_mode):
             found.append(Item("file", arg, arg, st.st_size, st.st_mtime_ns, inode=st.st_ino))
         else:
-            raise InputError(f"{arg}: not a regular file or folder")
+            raise InputError(f"{arg}: {_special_kind(st.st_mode)}, not a regular file or folder; copy what it "
+                             f"holds to a file to read it")
     if len(expanded) > 1:  # one argument is listed in id order already (a folder by _walk, a JSONL file by line)
         found.sort(key=_ORDER)  # stable: of equal ids, the first found stays first
         found = [item for i, item in enumerate(found) if i == 0 or _ORDER(found[i - 1]) != _ORDER(item)]
@@ -200,6 +201,8 @@ def _walk(root: str, params: SourceParams, skipped: dict) -> Iterator[Item]:
                         seen_dirs.add(ident)
                         stack.append(_Folder(prefix + entry.name, f"{rel_folder}{entry.name}/", params, skipped))
                         break  # into the subfolder; this folder's iterator goes on after it
+                else:  # a FIFO, socket or device: never opened (a FIFO would block), only counted
+                    skipped["special"] += 1
             else:
                 stack.pop().close()
     finally:  # also when the consumer stops early: no descriptor is left open
@@ -238,6 +241,15 @@ class _Folder:
 
 
 _S_IFMT = 0o170000
+
+
+def _special_kind(mode: int) -> str:
+    """What a file that is neither a regular file nor a folder is, in words."""
+    if stat.S_ISFIFO(mode):
+        return "a FIFO (named pipe)"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "a special file"
 
 
 def _dir_identity(path: str) -> tuple[int, int]:

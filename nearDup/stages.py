@@ -468,7 +468,8 @@ def _shingle_summary(record: dict) -> str:
         ("short", "too short for one shingle (kept, never paired)"), ("binary", "binary files skipped"),
         ("replaced", "with invalid UTF-8 replaced"), ("bad_lines", "bad JSONL lines skipped"))
         if s.get(k)]
-    notes += [f"{n} {kind} skipped" for kind, n in s.get("skipped", {}).items() if n]
+    notes += [f"{n} {kind} skipped" if kind != "special" else f"{n} special files skipped (FIFO, socket, device)"
+              for kind, n in s.get("skipped", {}).items() if n]
     changes = [f"{s[k]} {k}" for k in ("added", "removed", "renamed") if s.get(k)]
     if changes and s.get("added") != s["docs"]:
         notes.append("this run: " + ", ".join(changes))

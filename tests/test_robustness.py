@@ -437,3 +437,26 @@ def test_too_many_bands_or_rows_say_what_is_wrong_and_the_fix(tmp_path, bands, r
     one_line_error(r, f"{what} needs {need} permutations but the stored signatures have 64; {lower}, or re-run "
                       f"the signature stage with more: `neardup -w {w} signature --num-perm {need} band "
                       f"{' '.join(map(str, options))}`")
+
+
+def test_fifos_sockets_and_devices_are_counted_never_opened(tmp_path):
+    import socket
+
+    d = tmp_path / "docs"
+    d.mkdir()
+    (d / "a.txt").write_text(TEXT)
+    (d / "b.txt").write_text(TEXT)
+    os.mkfifo(d / "fifo")  # opening it would block the run: the timeout below would then fail the test
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(str(d / "sock"))
+    try:
+        r = neardup("-w", tmp_path / "w", "run", d, timeout=60)
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.decode().split("\t")[1:] == [f"{d}/a.txt", f"{d}/b.txt\n"]
+        assert "; 2 special files skipped (FIFO, socket, device)" in r.stderr.decode()
+        one_line_error(neardup("-w", tmp_path / "w2", "run", d / "fifo", timeout=60),
+                       f"{d}/fifo: a FIFO (named pipe), not a regular file or folder")
+        one_line_error(neardup("-w", tmp_path / "w2", "run", d / "sock", timeout=60), "sock: a socket, not a regular")
+    finally:
+        server.close()
+    one_line_error(neardup("-w", tmp_path / "w3", "run", os.devnull), f"{os.devnull}: a device, not a regular file")
