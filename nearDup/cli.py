@@ -680,6 +680,9 @@ def query(ctx, paths, index, threshold):
     pairs, problems = stages.query(work, list(paths), None, threshold)
     for message in problems.get("messages", []):
         _log(f"warning: {message}")
+    if problems.get("queried") == 0:  # as run: a query whose every input is unusable is an error
+        raise NearDupError(f"{' '.join(paths)}: no readable text documents (binary: {problems.get('binary', 0)}, "
+                           f"unreadable: {problems.get('unreadable', 0) + problems.get('vanished', 0)})")
     app.last = "verify"
     app.start_output({k: v for k, v in ctx.params.items() if v not in (None, (), False) and k != "index"})
     soft = problems.get("unreadable", 0) + problems.get("vanished", 0)

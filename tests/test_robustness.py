@@ -460,3 +460,23 @@ def test_fifos_sockets_and_devices_are_counted_never_opened(tmp_path):
     finally:
         server.close()
     one_line_error(neardup("-w", tmp_path / "w3", "run", os.devnull), f"{os.devnull}: a device, not a regular file")
+
+
+def test_query_names_binary_files_and_fails_when_nothing_was_readable(tmp_path):
+    d = tmp_path / "docs"
+    d.mkdir()
+    (d / "a.txt").write_text(TEXT)
+    (d / "other.txt").write_text((SAMPLE / "sourdough_original.txt").read_text())
+    assert invoke("run", d, "--index", tmp_path / "idx").exit_code == 0
+    small, large, text = tmp_path / "small.bin", tmp_path / "large.bin", tmp_path / "copy.txt"
+    small.write_bytes(b"\x00\x01" + TEXT.encode())
+    large.write_bytes(TEXT.encode() * (3 * corpus.STREAM_BYTES // len(TEXT)) + b"\x00")  # found binary as streamed
+    text.write_text(TEXT)
+    r = neardup("query", small, large, "--index", tmp_path / "idx")
+    assert r.returncode == 2 and r.stdout == b""
+    assert r.stderr.decode().splitlines() == [
+        f"warning: {large}: binary file skipped", f"warning: {small}: binary file skipped",  # in id order
+        f"neardup: error: {small} {large}: no readable text documents (binary: 2, unreadable: 0)"]
+    r = neardup("query", small, text, "--index", tmp_path / "idx")
+    assert r.returncode == 0 and r.stderr.decode() == f"warning: {small}: binary file skipped\n"
+    assert r.stdout.decode() == f"1.0000\t{text}\t{d}/a.txt\n"
