@@ -274,14 +274,17 @@ def _jsonl_items(arg: str, params: SourceParams, stdin, spool) -> Iterator[Item]
             raise InputError(f"{arg}: truncated or corrupt gzip file") from None
     else:
         path = arg
-    try:
-        st = os.stat(path)
-        with open(path, "rb") as f:
-            data = f.read()
-    except FileNotFoundError:
-        raise InputError(f"{arg}: no such file or directory") from None
-    except OSError as e:
-        raise InputError(f"{arg}: cannot read ({e.strerror})") from None
+    st, data = _read_jsonl_file(arg, path)
+    encoding = next((encoding for bom, encoding in BOMS if data.startswith(bom)), "utf-8")
+    if encoding != "utf-8":  # its newlines are 2 or 4 bytes: lines are cut in a UTF-8 copy
+        if spool is None:
+            raise InputError(f"{arg}: JSONL in {encoding[:6].upper()} needs a work dir; convert it to UTF-8 "
+                             f"(iconv -f {encoding[:6].upper()} -t UTF-8)")
+        try:
+            path = spool(path, None, encoding=encoding[:6])  # utf-16 and utf-32 read the BOM and drop it
+        except OSError as e:
+            raise InputError(f"{arg}: cannot read ({e.strerror})") from None
+        st, data = _read_jsonl_file(arg, path)
     ends = np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == 10) + 1
     if len(data) and data[-1:] != b"\n":
         ends = np.r_[ends, len(data)]
@@ -294,6 +297,17 @@ def _jsonl_items(arg: str, params: SourceParams, stdin, spool) -> Iterator[Item]
         yield Item("jsonl", path, f"{label}:{line + 1:012d}", st.st_size, st.st_mtime_ns, start, end, line + 1,
                    st.st_ino)
         start, line = end, stop
+
+
+def _read_jsonl_file(arg: str, path: str) -> tuple[os.stat_result, bytes]:
+    try:
+        st = os.stat(path)
+        with open(path, "rb") as f:
+            return st, f.read()
+    except FileNotFoundError:
+        raise InputError(f"{arg}: no such file or directory") from None
+    except OSError as e:
+        raise InputError(f"{arg}: cannot read ({e.strerror})") from None
 
 
 def partition(items: Iterable[Item], params: SourceParams) -> Iterator[list[Item]]:

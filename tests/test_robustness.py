@@ -480,3 +480,34 @@ def test_query_names_binary_files_and_fails_when_nothing_was_readable(tmp_path):
     r = neardup("query", small, text, "--index", tmp_path / "idx")
     assert r.returncode == 0 and r.stderr.decode() == f"warning: {small}: binary file skipped\n"
     assert r.stdout.decode() == f"1.0000\t{text}\t{d}/a.txt\n"
+
+
+def test_jsonl_in_utf16_or_utf32_gives_the_same_pairs_as_utf8(tmp_path):
+    import gzip
+
+    other = (SAMPLE / "sourdough_original.txt").read_text()
+    records = [{"id": "a", "text": TEXT}, {"id": "b", "text": "Straße naïve — " + TEXT}, {"id": "c", "text": other},
+               {"id": "d", "text": other + " ﬁn"}]
+    text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
+
+    def pairs(source, name, stdin=None):
+        r = invoke("-w", tmp_path / f"w_{name}", "run", "--jsonl", source, "-t", 0.5, "-j", 1, input=stdin)
+        assert r.exit_code == 0, (name, r.stderr)
+        return r.stdout, r.stderr
+
+    expected = pairs("-", "utf8", text.encode())[0]
+    assert expected.count("\n") == 2
+    encoded = {"utf8_bom": b"\xef\xbb\xbf" + text.encode(), "utf16": text.encode("utf-16"),  # BOM, native order
+               "utf16le": b"\xff\xfe" + text.encode("utf-16-le"), "utf16be": b"\xfe\xff" + text.encode("utf-16-be"),
+               "utf32le": b"\xff\xfe\x00\x00" + text.encode("utf-32-le"),
+               "utf32be": b"\x00\x00\xfe\xff" + text.encode("utf-32-be")}
+    for name, data in encoded.items():
+        f = tmp_path / f"{name}.jsonl"
+        f.write_bytes(data)
+        assert pairs(f, name)[0] == expected, name
+        again = pairs(f, name)
+        assert again[0] == expected and "shingle: up to date" in again[1]  # the UTF-8 copy is made once
+        assert f.read_bytes() == data  # the input is never changed
+    (tmp_path / "utf16be.jsonl.gz").write_bytes(gzip.compress(encoded["utf16be"]))
+    assert pairs(tmp_path / "utf16be.jsonl.gz", "gz")[0] == expected
+    assert pairs("-", "stdin", encoded["utf32le"])[0] == expected
