@@ -572,8 +572,15 @@ def run(ctx, paths, unit, k, whitespace, strip_punct, num_perm, seed, minhash, t
     if replay:
         if paths:
             raise click.UsageError("--replay reads saved pairs: give no PATH")
-        saved = corpus.read_pairs(replay, None)
-        t = threshold if threshold is not None else min((p["jaccard"] for p in saved), default=DEFAULT_THRESHOLD)
+        header: dict = {}
+        saved = corpus.read_pairs(replay, None, header)
+        lowest = min((p["jaccard"] for p in saved), default=None)
+        t = threshold if threshold is not None else lowest if lowest is not None else DEFAULT_THRESHOLD
+        floor = header.get("threshold", lowest)
+        if isinstance(floor, (int, float)) and t < floor:  # what was not saved cannot be replayed
+            basis = "the threshold of the run that saved them" if "threshold" in header else "the lowest saved"
+            _log(f"warning: {replay} holds only pairs with Jaccard >= {floor} ({basis}); --threshold {t} finds no "
+                 f"more: run `neardup run ... --threshold {t}` on the documents")
         app.last = "cluster" if app.select not in (None, "pairs") else "verify"
         app.start_output({"replay": replay, "threshold": t})
         ctx.exit(_report(app, Results.of_replay(saved, t, cluster_params, references)))

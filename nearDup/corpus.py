@@ -509,9 +509,9 @@ def normalise(text: str, params: ShingleParams, first: bool = True, last: bool =
     return text
 
 
-def read_pairs(path: str, threshold: float | None) -> list[dict]:
+def read_pairs(path: str, threshold: float | None, header: dict | None = None) -> list[dict]:
     """Pairs saved by nearDup (`--format jsonl` output, or a work dir's verify/KEY.pairs.jsonl), at or above threshold,
-    sorted as nearDup prints them."""
+    sorted as nearDup prints them. header: filled with the params of the output's header record, if it has one."""
     pairs = []
     try:
         with open(path, encoding="utf-8", errors="surrogateescape") as f:
@@ -521,6 +521,8 @@ def read_pairs(path: str, threshold: float | None) -> list[dict]:
                 try:
                     record = json.loads(line)
                     if record.get("type", "pair") != "pair":
+                        if record.get("type") == "header" and header is not None:
+                            header.update(record.get("params") or {})
                         continue
                     pair = {"a": record["a"], "b": record["b"], "jaccard": float(record["jaccard"]),
                             "estimate": float(record.get("estimate", record["jaccard"])),

@@ -900,6 +900,8 @@ def verify(runner: Runner, params: VerifyParams) -> dict:
     again: an incremental run verifies only the pairs that involve a new or changed document."""
     work = runner.work
     upstream, key, record = _begin(runner, "verify", params)
+    if (warning := recall_warning(work, params.threshold)) is not None:
+        runner.log(f"warning: {warning}")
     if record is not None:
         runner.log(f"verify: up to date ({record['stats']['pairs']} pairs with Jaccard >= {params.threshold})")
         return record
@@ -1021,6 +1023,19 @@ def verified_pairs(work: WorkDir) -> list[dict]:
     return work.load_jsonl(work.current("verify", "pairs.jsonl"), "verify")
 
 
+def recall_warning(work: WorkDir, threshold: float) -> str | None:
+    """What is lost below the threshold the bands were chosen for: a pair of Jaccard t becomes a candidate only
+    with probability P(t) = 1 - (1 - t^r)^b (None when threshold is not below it, or b and r were given)."""
+    record = work.read_manifest()["stages"].get("band")
+    chosen = record["params"].get("threshold") if record else None
+    if chosen is None or threshold >= chosen:
+        return None
+    b, r = record["params"]["bands"], record["params"]["rows"]
+    return (f"bands were chosen for threshold {chosen} (b={b}, r={r}): a pair at Jaccard {threshold} is a candidate "
+            f"with probability {float(lsh.s_curve(threshold, b, r)):.3g}; re-band with `neardup -w {work.root} band "
+            f"--threshold {threshold} candidates verify` (or `run ... --threshold {threshold}`)")
+
+
 def inherited_threshold(work: WorkDir, given: float | None) -> float:
     """--threshold for verify: as given, else the threshold the band stage was chosen for, else the default."""
     if given is not None:
@@ -1119,6 +1134,8 @@ def query(work: WorkDir, paths: list[str], stdin, threshold: float | None) -> tu
     bands, rows = band_record["params"]["bands"], band_record["params"]["rows"]
     threshold = inherited_threshold(work, threshold)
     problems: dict = {}
+    if (warning := recall_warning(work, threshold)) is not None:
+        problems["messages"] = [warning]
     if list(paths) in ([], ["-"]):
         raw = (stdin if stdin is not None else sys.stdin.buffer).read()
         decoded = corpus.decode(raw)

@@ -511,3 +511,34 @@ def test_jsonl_in_utf16_or_utf32_gives_the_same_pairs_as_utf8(tmp_path):
     (tmp_path / "utf16be.jsonl.gz").write_bytes(gzip.compress(encoded["utf16be"]))
     assert pairs(tmp_path / "utf16be.jsonl.gz", "gz")[0] == expected
     assert pairs("-", "stdin", encoded["utf32le"])[0] == expected
+
+
+def test_a_threshold_below_the_bands_warns_with_the_expected_recall(corpus, tmp_path):
+    folder, texts = corpus
+    w, saved = tmp_path / "w", tmp_path / "saved.jsonl"
+    r = neardup("-w", w, "run", folder, "-t", 0.7, "--format", "jsonl")
+    assert r.returncode == 0
+    saved.write_bytes(r.stdout)
+    band = json.loads((w / "manifest.json").read_text())["stages"]["band"]["params"]
+    b, rows = band["bands"], band["rows"]
+    p = 1 - (1 - 0.3 ** rows) ** b
+    warning = (f"warning: bands were chosen for threshold 0.7 (b={b}, r={rows}): a pair at Jaccard 0.3 is a "
+               f"candidate with probability {p:.3g}; re-band with `neardup -w {w} band --threshold 0.3 candidates "
+               f"verify` (or `run ... --threshold 0.3`)")
+    verified = neardup("-w", w, "verify", "-t", 0.3)
+    assert verified.returncode == 0 and warning in verified.stderr.decode().splitlines()
+    assert len(verified.stdout.splitlines()) < len(brute_force_pairs(texts, 0.3))  # what the warning is about
+    assert "warning" not in neardup("-w", w, "verify", "-t", 0.8).stderr.decode()
+    probe = tmp_path / "probe.txt"
+    probe.write_text(next(iter(texts.values())))
+    queried = neardup("query", probe, "--index", w, "-t", 0.3)
+    assert queried.returncode == 0 and queried.stderr.decode().splitlines() == [warning]
+    replayed = neardup("run", "--replay", saved, "-t", 0.3)
+    assert replayed.returncode == 0 and replayed.stderr.decode().splitlines() == [
+        f"warning: {saved} holds only pairs with Jaccard >= 0.7 (the threshold of the run that saved them); "
+        f"--threshold 0.3 finds no more: run `neardup run ... --threshold 0.3` on the documents"]
+    assert neardup("run", "--replay", saved, "-t", 0.75).stderr == b""
+    stored = stage_output(w, "verify", "pairs.jsonl")  # no header: the lowest saved Jaccard is all that is known
+    lowest = min(json.loads(line)["jaccard"] for line in stored.read_text().splitlines())
+    assert neardup("run", "--replay", stored, "-t", 0.3).stderr.decode().startswith(
+        f"warning: {stored} holds only pairs with Jaccard >= {lowest} (the lowest saved); --threshold 0.3")
