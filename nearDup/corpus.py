@@ -25,6 +25,7 @@ from .config import ShingleParams, SourceParams
 from .errors import InputError
 
 SPACE = re.compile(r"\s+")
+WORD_RUN = re.compile(r"\w*")  # a word of the word unit (kernels.shingle: runs of \w)
 BOMS = ((b"\xef\xbb\xbf", "utf-8"), (b"\xff\xfe\x00\x00", "utf-32-le"), (b"\x00\x00\xfe\xff", "utf-32-be"),
         (b"\xff\xfe", "utf-16-le"), (b"\xfe\xff", "utf-16-be"))
 
@@ -433,8 +434,10 @@ def _streamed(item: Item, path: str) -> Document:
                 first = False
                 doc.replaced = doc.replaced or "\ufffd" in text
                 cut = max(text.rfind(c) for c in " \n\t\r") + 1 if block else len(text)
-                if cut == 0 and len(text) > 8 * BLOCK_BYTES:  # 8 MB without a blank: cut anyway, memory first
-                    cut = len(text)
+                if cut == 0 and len(text) > 8 * BLOCK_BYTES:  # 8 MB without a blank: cut anyway, memory first,
+                    # after the last non-word character (no word is cut), else inside the one word the text is
+                    # (the word shingler carries it over: stages._streamed_shingles)
+                    cut = len(text) - WORD_RUN.match(text[::-1]).end() or len(text)
                 carry, text = text[cut:], text[:cut]
                 if text:
                     yield text

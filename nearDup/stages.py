@@ -23,7 +23,8 @@ from .config import (DEFAULT_THRESHOLD, FORMAT, BandParams, CandidateParams, Clu
 from .errors import InputError, ParameterError, WorkDirError
 from .groups import KeeperRules, build_groups
 from .kernels import lsh, minhash, sets
-from .kernels.shingle import CodePointHasher, kgram_hashes, prepare_word_tables, word_hashes
+from .kernels.shingle import (CodePointHasher, finish_word, kgram_hashes, prepare_word_tables, word_hashes,
+                              word_state)
 from .store import STAGES, WorkDir
 
 SHINGLE_FILES = ("docs.npz", "values.npy", "offsets.npy")
@@ -247,12 +248,25 @@ def shingle_partition(task: PartitionTask) -> ShingledShard:
 def _streamed_shingles(pieces, params: ShingleParams, hash_tokens) -> np.ndarray:
     """The unique shingle hashes of a document given as pieces cut after whitespace: each piece's tokens are
     shingled together with the last k-1 tokens of the text before it, so no shingle is lost or made up at a cut.
-    Memory grows with the number of distinct shingles, not with the text."""
+    A piece that ends inside a word (cut after megabytes without a blank) leaves that word to the next pieces,
+    hashed piece by piece (word_state). Memory grows with the number of distinct shingles, not with the text."""
     tail = np.empty(0, np.uint32)
     merged, pending, first = np.empty(0, np.uint32), [], True
+    word = None  # word_state of a word begun in the pieces before, for the word unit
     for text, last in _lookahead(pieces):  # lazily: one piece in memory at a time
-        th = np.concatenate([tail, hash_tokens(corpus.normalise(text, params, first=first, last=last))])
+        text, lead = corpus.normalise(text, params, first=first, last=last), []
         first = False
+        if params.unit == "word":
+            if word is not None:  # it goes on up to this piece's first non-word character
+                n = corpus.WORD_RUN.match(text).end()
+                word = word_state(text[:n], word)
+                if n == len(text) and not last:
+                    continue
+                text, lead, word = text[n:], [finish_word(word)], None
+            if not last and text and corpus.WORD_RUN.fullmatch(text[-1]):  # ends inside a word
+                n = len(text) - corpus.WORD_RUN.match(text[::-1]).end()
+                text, word = text[:n], word_state(text[n:])
+        th = np.concatenate([tail, *lead, hash_tokens(text)])
         pending.append(sets.sorted_unique(kgram_hashes(th, np.array([len(th)]), params.k)[1]))
         tail = th[len(th) - min(len(th), params.k - 1):]
         if sum(map(len, pending)) > max(len(merged), 1 << 20):  # merge when pending outgrows what is merged

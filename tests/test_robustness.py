@@ -19,7 +19,7 @@ from nearDup import corpus, store
 from nearDup.cli import cli
 from nearDup.store import WorkDir
 
-from conftest import SAMPLE, brute_force_pairs, generate_corpus, refuse_open, stage_output
+from conftest import SAMPLE, brute_force_pairs, generate_corpus, reference_shingles, refuse_open, stage_output
 
 TEXT = (SAMPLE / "lighthouses_original.txt").read_text()
 
@@ -401,6 +401,36 @@ def test_streamed_shingles_equal_whole_text_shingles(unit, k):
     cuts = sorted(rng.sample([i + 1 for i, c in enumerate(text) if c == " "], 30))  # pieces end after a blank
     pieces = [text[a:b] for a, b in zip([0] + cuts, cuts + [len(text)])]
     assert np.array_equal(whole, _streamed_shingles(iter(pieces), params, hash_tokens))
+
+
+
+@pytest.mark.parametrize("unit", ["word", "char"])
+@pytest.mark.parametrize("shape", ["punctuation", "one_word", "long_words"])
+def test_streamed_text_without_blanks_is_never_cut_inside_a_word(tmp_path, monkeypatch, unit, shape):
+    import numpy as np
+
+    from nearDup.config import ShingleParams
+    from nearDup.kernels.shingle import CodePointHasher, kgram_hashes, word_hashes
+    from nearDup.stages import _streamed_shingles
+
+    monkeypatch.setattr(corpus, "BLOCK_BYTES", 64)  # a cut is forced after 512 characters without a blank
+    rng = random.Random(5)
+    words = ["alpha", "Beta", "ﬁne", "naïve", "Straße"]
+    text = {"punctuation": lambda: ",".join(rng.choice(words) for _ in range(3000)),
+            "one_word": lambda: "".join(rng.choice(words) for _ in range(1000)),
+            "long_words": lambda: ";".join("".join(rng.choice(words) for _ in range(rng.choice([1, 40, 300])))
+                                           for _ in range(60))}[shape]()
+    f = tmp_path / "doc.txt"
+    f.write_text(text)
+    item = corpus.Item("file", str(f), str(f), f.stat().st_size, 0)
+    pieces = list(corpus._streamed(item, str(f)).pieces)
+    assert len(pieces) > 5 and "".join(pieces) == text
+    params, chars = ShingleParams(unit=unit, k=3), CodePointHasher()
+    hash_tokens = (lambda t: word_hashes([t])[0]) if unit == "word" else chars.hash_text
+    th = hash_tokens(corpus.normalise(text, params))
+    whole = np.unique(kgram_hashes(th, np.array([len(th)]), 3)[1])
+    assert np.array_equal(whole, _streamed_shingles(iter(pieces), params, hash_tokens))
+    assert len(whole) == len(reference_shingles(text, unit, 3))
 
 
 # ------------------------------------------------------------------------------------------ clear errors
