@@ -637,7 +637,7 @@ def compare(ctx, a, b, unit, k, whitespace, strip_punct, threshold, explain):
     """Exact Jaccard and containment of two documents; exit 0 if Jaccard >= --threshold, else 1."""
     app = _app(ctx)
     threshold = threshold if threshold is not None else DEFAULT_THRESHOLD
-    result = actions.compare(a, b, ShingleParams(unit, k, whitespace, strip_punct))
+    result = actions.compare(a, b, ShingleParams(unit, k, whitespace, strip_punct), explain and not app.quiet)
     if not app.quiet:
         lines = [f"jaccard\t{result['jaccard']:.4f}",
                  f"containment\t{result['containment_a_in_b']:.4f}\t(A in B)",
@@ -654,6 +654,10 @@ def _explain(app: App, result: dict, unit: str) -> None:
     from rich.text import Text
 
     tokens, sep = result["tokens_a"], " " if unit == "word" else ""
+    if tokens is None:  # streamed: its tokens are never all in memory
+        _log(f"--explain: {result['a']} is larger than {corpus.STREAM_BYTES >> 20} MB; its shared passages are shown "
+             f"for smaller files only")
+        return
     text, position = Text(), 0
     for start, end in result["passages"] + [(len(tokens), len(tokens))]:
         text.append(sep.join(tokens[position:start]) + (sep if start > position else ""))

@@ -572,3 +572,62 @@ def test_a_threshold_below_the_bands_warns_with_the_expected_recall(corpus, tmp_
     lowest = min(json.loads(line)["jaccard"] for line in stored.read_text().splitlines())
     assert neardup("run", "--replay", stored, "-t", 0.3).stderr.decode().startswith(
         f"warning: {stored} holds only pairs with Jaccard >= {lowest} (the lowest saved); --threshold 0.3")
+
+
+def _pair_corpus(folder):
+    """Pairs of documents, each with an edited copy: small, streamed (> corpus.STREAM_BYTES), streamed with no
+    whitespace (cut where corpus._streamed must force a cut); and two copies of a streamed file that is one word."""
+    rng = random.Random(9)
+    vocab = [f"w{i}" for i in range(4000)] + ["Straße", "naïve", "ﬁsh"]
+    words = [rng.choice(vocab) for _ in range(corpus.STREAM_BYTES // 5)]
+    edited = [rng.choice(vocab) if rng.random() < 0.02 else w for w in words]
+    texts = {"small_a.txt": TEXT[:3000], "small_b.txt": TEXT[:3000].replace("the", "a"),
+             "big_a.txt": " ".join(words), "big_b.txt": " ".join(edited),
+             "nows_a.txt": ",".join(words), "nows_b.txt": ",".join(edited),
+             "word_a.txt": "x" * (3 * corpus.STREAM_BYTES), "word_b.txt": "x" * (3 * corpus.STREAM_BYTES)}
+    folder.mkdir()
+    for name, text in texts.items():
+        (folder / name).write_text(text)
+    return texts
+
+
+@pytest.mark.parametrize("unit", ["word", "char"])
+def test_compare_gives_the_jaccard_run_gives_and_the_reference(tmp_path, monkeypatch, unit):
+    monkeypatch.setattr(corpus, "STREAM_BYTES", 4096)  # files over 4 KB are streamed in blocks of 256 bytes,
+    monkeypatch.setattr(corpus, "BLOCK_BYTES", 256)  # and cut anyway after 2 KB without a blank
+    d = tmp_path / "docs"
+    texts = _pair_corpus(d)
+    r = invoke("-w", tmp_path / "w", "run", d, "--unit", unit, "-t", 0.05, "--format", "jsonl", "-j", 1)
+    assert r.exit_code == 0, r.stderr
+    found = {(p["a"], p["b"]): p for p in map(json.loads, r.stdout.splitlines()) if p["type"] == "pair"}
+    for pair in ("small", "big", "nows", "word"):
+        a, b = f"{d}/{pair}_a.txt", f"{d}/{pair}_b.txt"
+        c = invoke("compare", a, b, "--unit", unit)
+        lines = dict(line.split("\t", 1) for line in c.stdout.splitlines())
+        counts = lines["shingles"].split("\t")
+        shingles_a, shingles_b, shared = int(counts[0]), int(counts[1]), int(counts[2].split()[0])
+        sa, sb = (reference_shingles(texts[f"{pair}_{x}.txt"], unit) for x in "ab")
+        assert (len(sa), len(sb), len(sa & sb)) == (shingles_a, shingles_b, shared), pair
+        if pair == "word" and unit == "word":  # one word: no 5-shingle, as the reference has none
+            assert (a, b) not in found and not sa
+            continue
+        p = found[(a, b)]
+        assert (shared, shingles_a + shingles_b - shared) == (p["intersection"], p["union"]), pair
+        assert lines["jaccard"] == f"{p['jaccard']:.4f}", pair
+    explained = invoke("compare", f"{d}/big_a.txt", f"{d}/big_b.txt", "--unit", unit, "--explain")
+    assert explained.stdout.startswith("jaccard\t") and explained.stderr.startswith(
+        f"--explain: {d}/big_a.txt is larger than")  # its tokens would not fit: the figures are given, not passages
+
+
+def test_compare_streams_large_files_in_bounded_memory(tmp_path):
+    rng = random.Random(4)
+    vocab = [f"w{i}" for i in range(20000)]
+    text = " ".join(rng.choices(vocab, k=2_000_000))  # ~13 MB: six blocks of the stream
+    (tmp_path / "a.txt").write_text(text)
+    (tmp_path / "b.txt").write_text(text[:len(text) // 2] + " more " + text[len(text) // 2:])
+    child = subprocess.Popen([sys.executable, "-m", "nearDup", "compare", tmp_path / "a.txt", tmp_path / "b.txt"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(child.pid, 0)  # its output fits in the pipes
+    assert os.waitstatus_to_exitcode(status) == 0, child.stderr.read()
+    assert child.stdout.read().startswith(b"jaccard\t1.0000\n")
+    assert usage.ru_maxrss < 400_000  # KB
