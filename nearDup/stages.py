@@ -914,10 +914,11 @@ def verify(runner: Runner, params: VerifyParams) -> dict:
     again: an incremental run verifies only the pairs that involve a new or changed document."""
     work = runner.work
     upstream, key, record = _begin(runner, "verify", params)
-    if (warning := recall_warning(work, params.threshold)) is not None:
-        runner.log(f"warning: {warning}")
+    warning = recall_warning(work, params.threshold)  # said with the results
     if record is not None:
         runner.log(f"verify: up to date ({record['stats']['pairs']} pairs with Jaccard >= {params.threshold})")
+        if warning is not None:
+            runner.log(f"warning: {warning}")
         return record
     shingle_record = require(work, "shingle")
     basis = {"threshold": params.threshold, "shards": shingle_record["partitions"],
@@ -970,6 +971,8 @@ def verify(runner: Runner, params: VerifyParams) -> dict:
     work.record_stage("verify", record)
     reused = f" ({len(pairs) - n} known from the last run)" if len(pairs) > n else ""
     runner.log(f"verify: {len(out)} of {len(pairs)} candidate pairs have exact Jaccard >= {params.threshold}{reused}")
+    if warning is not None:
+        runner.log(f"warning: {warning}")
     return record
 
 
