@@ -591,6 +591,8 @@ def run(ctx, paths, unit, k, whitespace, strip_punct, num_perm, seed, minhash, t
     for path in paths:  # before a cache work dir is made for them
         if path != "-" and not os.path.exists(path):
             raise NearDupError(f"{path}: no such file or directory")
+    if bands or rows:  # too many for num_perm: said before a cache work dir is made
+        stages.choose_bands(num_perm, threshold, bands, rows)
     runner = app.open(stages.default_workdir(list(paths), source_params, shingle_params), "run")
     if app.workdir is None:
         runner.log(f"work dir: {runner.work.root}")

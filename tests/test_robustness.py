@@ -453,14 +453,18 @@ def test_nan_and_inf_are_refused_by_every_float_option(tmp_path, value):
     (100, None, 100, "--bands 100 (one row each at least)", "lower --bands to at most 64"),
     (None, 65, 65, "--rows 65 (in one band at least)", "lower --rows to at most 64"),
     (20, 10, 200, "--bands 20 with --rows 10", "lower --bands or --rows so that bands x rows <= 64")])
-def test_too_many_bands_or_rows_say_what_is_wrong_and_the_fix(tmp_path, bands, rows, need, what, lower):
+def test_too_many_bands_or_rows_say_what_is_wrong_and_the_fix(tmp_path, monkeypatch, bands, rows, need, what,
+                                                              lower):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     d = tmp_path / "docs"
     d.mkdir()
     (d / "a.txt").write_text(TEXT)
     options = [x for name, value in (("--bands", bands), ("--rows", rows)) if value for x in (name, value)]
-    for args in (["tune", "--num-perm", 64], ["-w", tmp_path / "run", "run", d, "--num-perm", 64]):
+    for args in (["tune", "--num-perm", 64], ["-w", tmp_path / "run", "run", d, "--num-perm", 64],
+                 ["run", d, "--num-perm", 64]):
         one_line_error(invoke(*args, *options), f"{what} needs {need} permutations but --num-perm is 64; "
                                                 f"raise --num-perm to {need} or {lower}")
+    assert not (tmp_path / "cache").exists() and not (tmp_path / "run").exists()  # refused before any work dir
     w = tmp_path / "w"
     assert invoke("-w", w, "shingle", d, "signature", "--num-perm", 64).exit_code == 0
     r = invoke("-w", w, "band", *options)  # the signatures are stored: the fix is to make them again, longer
