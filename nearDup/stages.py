@@ -12,7 +12,7 @@ import os
 import sys
 from dataclasses import asdict
 from pathlib import Path
-from typing import Callable, NamedTuple
+from typing import Callable, NamedTuple, NoReturn
 
 import numpy as np
 
@@ -618,7 +618,7 @@ def choose_bands(num_perm: int, threshold: float | None, bands: int | None, rows
     return params
 
 
-def _too_few_permutations(num_perm: int, bands: int | None, rows: int | None, stored: WorkDir | None) -> None:
+def _too_few_permutations(num_perm: int, bands: int | None, rows: int | None, stored: WorkDir | None) -> NoReturn:
     """Say which of --bands/--rows asks for more than num_perm rows (b x r <= num_perm), and the two fixes."""
     need = (bands or 1) * (rows or 1)
     if bands and rows:
