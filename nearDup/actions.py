@@ -12,9 +12,10 @@ import zlib
 
 import numpy as np
 
-from . import __version__, corpus
-from .config import ShingleParams
+from . import __version__, corpus, stages
+from .config import ShingleParams, SourceParams
 from .errors import InputError
+from .kernels import sets
 from .kernels.shingle import CodePointHasher, kgram_hashes, word_hashes
 
 ACTIONS = ("remove", "move", "link")
@@ -217,38 +218,47 @@ def make_script(groups: list[dict], docs: dict[str, dict], action: str, quaranti
 
 # ------------------------------------------------------------------------------------------------ compare
 
-def _shingles(path: str, params: ShingleParams) -> tuple[list, np.ndarray, str]:
-    try:
-        with open(path, "rb") as f:
-            decoded = corpus.decode(f.read())
-    except OSError as e:
-        raise InputError(f"{path}: cannot read ({e.strerror})") from None
-    if decoded is None:
+def _shingles(path: str, params: ShingleParams, explain: bool) -> tuple[np.ndarray, list | None, np.ndarray | None]:
+    """A file's shingle set as a run stores it: read by corpus.read_documents (a file over corpus.STREAM_BYTES
+    streamed block by block) and shingled by stages.shingle_documents. With explain, for a file read whole, also
+    its tokens and the hash of the shingle starting at each token, for the passages."""
+    source, problems = SourceParams(), {}
+    items = corpus.list_items([path if path != "-" else "./-"], source).items  # a file, never a path list
+    documents = [doc for _, doc in corpus.read_documents(items, source, problems)]
+    _, values, _ = stages.shingle_documents(((doc, {}) for doc in documents), params, problems)
+    if problems.get("binary"):
         raise InputError(f"{path}: binary file (it has NUL bytes); compare reads text only")
-    text = corpus.normalise(decoded[0], params)
+    if not documents:
+        raise InputError(problems["messages"][0])
+    text = documents[0].text
+    if not explain or text is None:
+        return sets.sorted_unique(values), None, None
+    text = corpus.normalise(text, params)
     if params.unit == "word":
         th, _, (starts, ends) = word_hashes([text])
         tokens = [text[a:b] for a, b in zip(starts.tolist(), ends.tolist())]
     else:
         th, tokens = CodePointHasher().hash_text(text), list(text)
-    return tokens, kgram_hashes(th, np.array([len(th)]), params.k)[1], text
+    return sets.sorted_unique(values), tokens, kgram_hashes(th, np.array([len(th)]), params.k)[1]
 
 
-def compare(path_a: str, path_b: str, params: ShingleParams) -> dict:
-    """Exact Jaccard |A∩B|/|A∪B| and containments |A∩B|/|A|, |A∩B|/|B| of two documents' shingle sets, and the
-    passages of A (token ranges) made of shingles that B has too."""
-    tokens_a, hashes_a, _ = _shingles(path_a, params)
-    tokens_b, hashes_b, _ = _shingles(path_b, params)
-    set_a, set_b = set(hashes_a.tolist()), set(hashes_b.tolist())
-    inter = len(set_a & set_b)
-    union = len(set_a | set_b)
-    covered = np.zeros(len(tokens_a), bool)
-    for i in np.flatnonzero(np.isin(hashes_a, list(set_b))).tolist():
-        covered[i:i + params.k] = True
-    edges = np.flatnonzero(np.diff(np.r_[0, covered.astype(np.int8), 0]))
-    passages = [(int(s), int(e)) for s, e in zip(edges[::2], edges[1::2])]
+def compare(path_a: str, path_b: str, params: ShingleParams, explain: bool = False) -> dict:
+    """Exact Jaccard |A∩B|/|A∪B| and containments |A∩B|/|A|, |A∩B|/|B| of two documents' shingle sets (the sets a
+    run compares), and with explain the passages of A (token ranges) made of shingles that B has too; tokens_a is
+    None when A is too large to be held whole (over corpus.STREAM_BYTES)."""
+    set_a, tokens_a, hashes_a = _shingles(path_a, params, explain)
+    set_b = _shingles(path_b, params, False)[0]
+    inter = len(np.intersect1d(set_a, set_b, assume_unique=True))
+    union = len(set_a) + len(set_b) - inter
+    passages = []
+    if tokens_a is not None:
+        covered = np.zeros(len(tokens_a), bool)
+        for i in np.flatnonzero(np.isin(hashes_a, set_b)).tolist():
+            covered[i:i + params.k] = True
+        edges = np.flatnonzero(np.diff(np.r_[0, covered.astype(np.int8), 0]))
+        passages = [(int(s), int(e)) for s, e in zip(edges[::2], edges[1::2])]
     return {"a": path_a, "b": path_b, "jaccard": inter / union if union else 0.0,
-            "containment_a_in_b": inter / len(set_a) if set_a else 0.0,
-            "containment_b_in_a": inter / len(set_b) if set_b else 0.0,
+            "containment_a_in_b": inter / len(set_a) if len(set_a) else 0.0,
+            "containment_b_in_a": inter / len(set_b) if len(set_b) else 0.0,
             "shingles_a": len(set_a), "shingles_b": len(set_b), "shared": inter,
             "tokens_a": tokens_a, "passages": passages}

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 import sys
 import traceback
@@ -230,6 +231,17 @@ def _quarantine(ctx, param, value):
     return _setter("quarantine")(ctx, param, value)
 
 
+class Finite(click.FloatRange):
+    """A float option that refuses nan and inf: click.FloatRange lets nan through (every comparison with nan is
+    false), and it reached the kernels as an internal error."""
+
+    def convert(self, value, param, ctx):
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number.", param, ctx)
+        return number
+
+
 def common_options(f):
     """Options accepted before the stages or on any of them: where to work, and what to print how."""
     for decorator in reversed([
@@ -246,7 +258,7 @@ def common_options(f):
                                               "scheduler --scheduler-file PATH`)."),
         click.option("--force", is_flag=True, default=None, callback=_setter("force"), expose_value=False,
                      help="Forget stored results and recompute every stage."),
-        click.option("--wait-lock", type=click.FloatRange(0), callback=_setter("wait_lock"), expose_value=False,
+        click.option("--wait-lock", type=Finite(0), callback=_setter("wait_lock"), expose_value=False,
                      help="Seconds to wait for another run on the same work dir [default: 0]."),
         click.option("--progress/--no-progress", default=None, callback=_setter("progress"), expose_value=False,
                      help="Progress bars on stderr [default: only when stderr is a terminal]."),
@@ -314,7 +326,7 @@ signature_options = _options(
                       "per row (MMDS 3.3.5)."),
 )
 threshold_option = click.option(
-    "-t", "--threshold", type=click.FloatRange(0, 1, min_open=True),
+    "-t", "--threshold", type=Finite(0, 1, min_open=True),
     help=f"Jaccard similarity threshold [default: {DEFAULT_THRESHOLD}, or what the band stage used].")
 band_options = _options(
     threshold_option,
@@ -573,8 +585,15 @@ def run(ctx, paths, unit, k, whitespace, strip_punct, num_perm, seed, minhash, t
     if replay:
         if paths:
             raise click.UsageError("--replay reads saved pairs: give no PATH")
-        saved = corpus.read_pairs(replay, None)
-        t = threshold if threshold is not None else min((p["jaccard"] for p in saved), default=DEFAULT_THRESHOLD)
+        header: dict = {}
+        saved = corpus.read_pairs(replay, None, header)
+        lowest = min((p["jaccard"] for p in saved), default=None)
+        t = threshold if threshold is not None else lowest if lowest is not None else DEFAULT_THRESHOLD
+        floor = header.get("threshold", lowest)
+        if isinstance(floor, (int, float)) and t < floor:  # what was not saved cannot be replayed
+            basis = "the threshold of the run that saved them" if "threshold" in header else "the lowest saved"
+            _log(f"warning: {replay} holds only pairs with Jaccard >= {floor} ({basis}); --threshold {t} finds no "
+                 f"more: run `neardup run ... --threshold {t}` on the documents")
         app.last = "cluster" if app.select not in (None, "pairs") else "verify"
         app.start_output({"replay": replay, "threshold": t})
         ctx.exit(_report(app, Results.of_replay(saved, t, cluster_params, references)))
@@ -585,6 +604,8 @@ def run(ctx, paths, unit, k, whitespace, strip_punct, num_perm, seed, minhash, t
     for path in paths:  # before a cache work dir is made for them
         if path != "-" and not os.path.exists(path):
             raise NearDupError(f"{path}: no such file or directory")
+    if bands or rows:  # too many for num_perm: said before a cache work dir is made
+        stages.choose_bands(num_perm, threshold, bands, rows)
     runner = app.open(stages.default_workdir(list(paths), source_params, shingle_params), "run")
     if app.workdir is None:
         runner.log(f"work dir: {runner.work.root}")
@@ -633,7 +654,7 @@ def compare(ctx, a, b, unit, k, whitespace, strip_punct, threshold, explain):
     """Exact Jaccard and containment of two documents; exit 0 if Jaccard >= --threshold, else 1."""
     app = _app(ctx)
     threshold = threshold if threshold is not None else DEFAULT_THRESHOLD
-    result = actions.compare(a, b, ShingleParams(unit, k, whitespace, strip_punct))
+    result = actions.compare(a, b, ShingleParams(unit, k, whitespace, strip_punct), explain and not app.quiet)
     if not app.quiet:
         lines = [f"jaccard\t{result['jaccard']:.4f}",
                  f"containment\t{result['containment_a_in_b']:.4f}\t(A in B)",
@@ -650,6 +671,10 @@ def _explain(app: App, result: dict, unit: str) -> None:
     from rich.text import Text
 
     tokens, sep = result["tokens_a"], " " if unit == "word" else ""
+    if tokens is None:  # streamed: its tokens are never all in memory
+        _log(f"--explain: {result['a']} is larger than {corpus.STREAM_BYTES >> 20} MB; its shared passages are shown "
+             f"for smaller files only")
+        return
     text, position = Text(), 0
     for start, end in result["passages"] + [(len(tokens), len(tokens))]:
         text.append(sep.join(tokens[position:start]) + (sep if start > position else ""))
@@ -683,6 +708,9 @@ def query(ctx, paths, index, threshold):
     pairs, problems = stages.query(work, list(paths), None, threshold)
     for message in problems.get("messages", []):
         _log(f"warning: {message}")
+    if problems.get("queried") == 0:  # as run: a query whose every input is unusable is an error
+        raise NearDupError(f"{' '.join(paths)}: no readable text documents (binary: {problems.get('binary', 0)}, "
+                           f"unreadable: {problems.get('unreadable', 0) + problems.get('vanished', 0)})")
     app.last = "verify"
     app.start_output({k: v for k, v in ctx.params.items() if v not in (None, (), False) and k != "index"})
     soft = problems.get("unreadable", 0) + problems.get("vanished", 0)

@@ -26,6 +26,7 @@ from .config import ShingleParams, SourceParams
 from .errors import InputError
 
 SPACE = re.compile(r"\s+")
+WORD_RUN = re.compile(r"\w*")  # a word of the word unit (kernels.shingle: runs of \w)
 BOMS = ((b"\xef\xbb\xbf", "utf-8"), (b"\xff\xfe\x00\x00", "utf-32-le"), (b"\x00\x00\xfe\xff", "utf-32-be"),
         (b"\xff\xfe", "utf-16-le"), (b"\xfe\xff", "utf-16-be"))
 
@@ -131,7 +132,7 @@ def list_items(args: list[str], params: SourceParams, stdin=None, spool: Callabl
     file"]. Otherwise the file is paired with itself at Jaccard 1, and a script removes its only copy. A skipped
     path that is a symbolic link (--follow-links) is kept in links, under the path listed: removing that file
     would leave the link dangling."""
-    skipped = {"hidden": 0, "symlink": 0, "excluded": 0, SAME_FILE: 0}
+    skipped = {"hidden": 0, "symlink": 0, "excluded": 0, "special": 0, SAME_FILE: 0}
     seen: dict[tuple[int, int], str] = {}  # (st_dev, st_ino) -> path, of the files listed so far
     links: dict[str, list[str]] = {}
     skip_dirs = set()
@@ -171,7 +172,8 @@ def list_items(args: list[str], params: SourceParams, stdin=None, spool: Callabl
             seen[st.st_dev, st.st_ino] = arg
             found.append(Item("file", arg, arg, st.st_size, st.st_mtime_ns, inode=st.st_ino))
         else:
-            raise InputError(f"{arg}: not a regular file or folder")
+            raise InputError(f"{arg}: {_special_kind(st.st_mode)}, not a regular file or folder; copy what it "
+                             f"holds to a file to read it")
     if len(expanded) > 1:  # one argument is listed in id order already (a folder by _walk, a JSONL file by line)
         found.sort(key=_ORDER)  # stable: of equal ids, the first found stays first
         found = [item for i, item in enumerate(found) if i == 0 or _ORDER(found[i - 1]) != _ORDER(item)]
@@ -258,6 +260,8 @@ def _walk(root: str, params: SourceParams, skipped: dict, seen: dict, every: boo
                         seen_dirs.add(ident)
                         stack.append(_Folder(prefix + entry.name, f"{rel_folder}{entry.name}/", params, skipped))
                         break  # into the subfolder; this folder's iterator goes on after it
+                else:  # a FIFO, socket or device: never opened (a FIFO would block), only counted
+                    skipped["special"] += 1
             else:
                 stack.pop().close()
     finally:  # also when the consumer stops early: no descriptor is left open
@@ -298,6 +302,15 @@ class _Folder:
 _S_IFMT = 0o170000
 
 
+def _special_kind(mode: int) -> str:
+    """What a file that is neither a regular file nor a folder is, in words."""
+    if stat.S_ISFIFO(mode):
+        return "a FIFO (named pipe)"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "a special file"
+
+
 def _dir_identity(path: str) -> tuple[int, int]:
     st = os.stat(path)
     return st.st_dev, st.st_ino
@@ -320,14 +333,17 @@ def _jsonl_items(arg: str, params: SourceParams, stdin, spool) -> Iterator[Item]
             raise InputError(f"{arg}: truncated or corrupt gzip file") from None
     else:
         path = arg
-    try:
-        st = os.stat(path)
-        with open(path, "rb") as f:
-            data = f.read()
-    except FileNotFoundError:
-        raise InputError(f"{arg}: no such file or directory") from None
-    except OSError as e:
-        raise InputError(f"{arg}: cannot read ({e.strerror})") from None
+    st, data = _read_jsonl_file(arg, path)
+    encoding = next((encoding for bom, encoding in BOMS if data.startswith(bom)), "utf-8")
+    if encoding != "utf-8":  # its newlines are 2 or 4 bytes: lines are cut in a UTF-8 copy
+        if spool is None:
+            raise InputError(f"{arg}: JSONL in {encoding[:6].upper()} needs a work dir; convert it to UTF-8 "
+                             f"(iconv -f {encoding[:6].upper()} -t UTF-8)")
+        try:
+            path = spool(path, None, encoding=encoding[:6])  # utf-16 and utf-32 read the BOM and drop it
+        except OSError as e:
+            raise InputError(f"{arg}: cannot read ({e.strerror})") from None
+        st, data = _read_jsonl_file(arg, path)
     ends = np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == 10) + 1
     if len(data) and data[-1:] != b"\n":
         ends = np.r_[ends, len(data)]
@@ -340,6 +356,17 @@ def _jsonl_items(arg: str, params: SourceParams, stdin, spool) -> Iterator[Item]
         yield Item("jsonl", path, f"{label}:{line + 1:012d}", st.st_size, st.st_mtime_ns, start, end, line + 1,
                    st.st_ino)
         start, line = end, stop
+
+
+def _read_jsonl_file(arg: str, path: str) -> tuple[os.stat_result, bytes]:
+    try:
+        st = os.stat(path)
+        with open(path, "rb") as f:
+            return st, f.read()
+    except FileNotFoundError:
+        raise InputError(f"{arg}: no such file or directory") from None
+    except OSError as e:
+        raise InputError(f"{arg}: cannot read ({e.strerror})") from None
 
 
 def partition(items: Iterable[Item], params: SourceParams) -> Iterator[list[Item]]:
@@ -465,8 +492,10 @@ def _streamed(item: Item, path: str) -> Document:
                 first = False
                 doc.replaced = doc.replaced or "\ufffd" in text
                 cut = max(text.rfind(c) for c in " \n\t\r") + 1 if block else len(text)
-                if cut == 0 and len(text) > 8 * BLOCK_BYTES:  # 8 MB without a blank: cut anyway, memory first
-                    cut = len(text)
+                if cut == 0 and len(text) > 8 * BLOCK_BYTES:  # 8 MB without a blank: cut anyway, memory first,
+                    # after the last non-word character (no word is cut), else inside the one word the text is
+                    # (the word shingler carries it over: stages._streamed_shingles)
+                    cut = len(text) - WORD_RUN.match(text[::-1]).end() or len(text)
                 carry, text = text[cut:], text[:cut]
                 if text:
                     yield text
@@ -547,9 +576,9 @@ def normalise(text: str, params: ShingleParams, first: bool = True, last: bool =
     return text
 
 
-def read_pairs(path: str, threshold: float | None) -> list[dict]:
+def read_pairs(path: str, threshold: float | None, header: dict | None = None) -> list[dict]:
     """Pairs saved by nearDup (`--format jsonl` output, or a work dir's verify/KEY.pairs.jsonl), at or above threshold,
-    sorted as nearDup prints them."""
+    sorted as nearDup prints them. header: filled with the params of the output's header record, if it has one."""
     pairs = []
     try:
         with open(path, encoding="utf-8", errors="surrogateescape") as f:
@@ -559,6 +588,8 @@ def read_pairs(path: str, threshold: float | None) -> list[dict]:
                 try:
                     record = json.loads(line)
                     if record.get("type", "pair") != "pair":
+                        if record.get("type") == "header" and header is not None:
+                            header.update(record.get("params") or {})
                         continue
                     pair = {"a": record["a"], "b": record["b"], "jaccard": float(record["jaccard"]),
                             "estimate": float(record.get("estimate", record["jaccard"])),

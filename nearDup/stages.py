@@ -12,7 +12,7 @@ import os
 import sys
 from dataclasses import asdict
 from pathlib import Path
-from typing import Callable, NamedTuple
+from typing import Callable, NamedTuple, NoReturn
 
 import numpy as np
 
@@ -24,7 +24,8 @@ from .config import (DEFAULT_THRESHOLD, FORMAT, BandParams, CandidateParams, Clu
 from .errors import InputError, ParameterError, WorkDirError
 from .groups import KeeperRules, build_groups
 from .kernels import lsh, minhash, sets
-from .kernels.shingle import CodePointHasher, kgram_hashes, prepare_word_tables, word_hashes
+from .kernels.shingle import (CodePointHasher, finish_word, kgram_hashes, prepare_word_tables, word_hashes,
+                              word_state)
 from .store import STAGES, WorkDir
 
 SHINGLE_FILES = ("docs.npz", "values.npy", "offsets.npy")
@@ -248,12 +249,25 @@ def shingle_partition(task: PartitionTask) -> ShingledShard:
 def _streamed_shingles(pieces, params: ShingleParams, hash_tokens) -> np.ndarray:
     """The unique shingle hashes of a document given as pieces cut after whitespace: each piece's tokens are
     shingled together with the last k-1 tokens of the text before it, so no shingle is lost or made up at a cut.
-    Memory grows with the number of distinct shingles, not with the text."""
+    A piece that ends inside a word (cut after megabytes without a blank) leaves that word to the next pieces,
+    hashed piece by piece (word_state). Memory grows with the number of distinct shingles, not with the text."""
     tail = np.empty(0, np.uint32)
     merged, pending, first = np.empty(0, np.uint32), [], True
+    word = None  # word_state of a word begun in the pieces before, for the word unit
     for text, last in _lookahead(pieces):  # lazily: one piece in memory at a time
-        th = np.concatenate([tail, hash_tokens(corpus.normalise(text, params, first=first, last=last))])
+        text, lead = corpus.normalise(text, params, first=first, last=last), []
         first = False
+        if params.unit == "word":
+            if word is not None:  # it goes on up to this piece's first non-word character
+                n = corpus.WORD_RUN.match(text).end()
+                word = word_state(text[:n], word)
+                if n == len(text) and not last:
+                    continue
+                text, lead, word = text[n:], [finish_word(word)], None
+            if not last and text and corpus.WORD_RUN.fullmatch(text[-1]):  # ends inside a word
+                n = len(text) - corpus.WORD_RUN.match(text[::-1]).end()
+                text, word = text[:n], word_state(text[n:])
+        th = np.concatenate([tail, *lead, hash_tokens(text)])
         pending.append(sets.sorted_unique(kgram_hashes(th, np.array([len(th)]), params.k)[1]))
         tail = th[len(th) - min(len(th), params.k - 1):]
         if sum(map(len, pending)) > max(len(merged), 1 << 20):  # merge when pending outgrows what is merged
@@ -499,8 +513,8 @@ def _shingle_summary(record: dict) -> str:
         ("short", "too short for one shingle (kept, never paired)"), ("binary", "binary files skipped"),
         ("replaced", "with invalid UTF-8 replaced"), ("bad_lines", "bad JSONL lines skipped"))
         if s.get(k)]
-    notes += [f"{n} {kind} skipped" if kind != corpus.SAME_FILE else
-              f"{n} path{'s' if n != 1 else ''} of files already listed skipped (same file)"
+    notes += [f"{n} path{'s' if n != 1 else ''} of files already listed skipped (same file)" if kind == corpus.SAME_FILE
+              else f"{n} special files skipped (FIFO, socket, device)" if kind == "special" else f"{n} {kind} skipped"
               for kind, n in s.get("skipped", {}).items() if n]
     changes = [f"{s[k]} {k}" for k in ("added", "removed", "renamed") if s.get(k)]
     if changes and s.get("added") != s["docs"]:
@@ -622,10 +636,11 @@ def band_key(params: BandParams, signature_key: str) -> str:
 
 
 def choose_bands(num_perm: int, threshold: float | None, bands: int | None, rows: int | None,
-                 work: WorkDir | None = None) -> BandParams:
+                 work: WorkDir | None = None, stored: bool = False) -> BandParams:
     """Explicit --bands/--rows (one of them may be derived from num_perm), else (b, r) from the threshold: for an
     index (work), those it was built with for this threshold and num_perm (its parameters are fixed; choosing
-    again costs ~50 ms, a twentieth of a run that adds a few documents), else lsh.optimal_bands."""
+    again costs ~50 ms, a twentieth of a run that adds a few documents), else lsh.optimal_bands. stored: num_perm
+    is that of the signatures stored in work (the band stage), so the fix for too few is to re-run that stage."""
     t = threshold if threshold is not None else DEFAULT_THRESHOLD
     if bands and rows:
         params = BandParams(bands, rows, None)
@@ -636,11 +651,27 @@ def choose_bands(num_perm: int, threshold: float | None, bands: int | None, rows
     else:
         params = _index_bands(work, num_perm, t) or BandParams(*lsh.optimal_bands(min(t, 0.99), num_perm), t)
     if params.bands < 1 or params.rows < 1 or params.bands * params.rows > num_perm:
-        raise ParameterError(
-            f"band: {params.bands} bands x {params.rows} rows need {params.bands * params.rows} permutations but "
-            f"signatures have {num_perm}; lower --bands/--rows or re-run the signature stage with "
-            f"--num-perm {max(params.bands * params.rows, 1)}")
+        _too_few_permutations(num_perm, bands, rows, work if stored else None)
     return params
+
+
+def _too_few_permutations(num_perm: int, bands: int | None, rows: int | None, stored: WorkDir | None) -> NoReturn:
+    """Say which of --bands/--rows asks for more than num_perm rows (b x r <= num_perm), and the two fixes."""
+    need = (bands or 1) * (rows or 1)
+    if bands and rows:
+        what = f"--bands {bands} with --rows {rows}"
+        lower = f"lower --bands or --rows so that bands x rows <= {num_perm}"
+    elif bands:
+        what, lower = f"--bands {bands} (one row each at least)", f"lower --bands to at most {num_perm}"
+    else:
+        what, lower = f"--rows {rows} (in one band at least)", f"lower --rows to at most {num_perm}"
+    if stored is None:
+        raise ParameterError(f"{what} needs {need} permutations but --num-perm is {num_perm}; raise --num-perm to "
+                             f"{need} or {lower}")
+    options = " ".join(f"--{name} {value}" for name, value in (("bands", bands), ("rows", rows)) if value)
+    raise ParameterError(f"{what} needs {need} permutations but the stored signatures have {num_perm}; {lower}, or "
+                         f"re-run the signature stage with more: `neardup -w {stored.root} signature --num-perm "
+                         f"{need} band {options}`")
 
 
 def _index_bands(work: WorkDir | None, num_perm: int, threshold: float) -> BandParams | None:
@@ -659,7 +690,7 @@ def band(runner: Runner, threshold: float | None = None, bands: int | None = Non
     work = runner.work
     upstream = require(work, "signature", consumer="band")
     num_perm = upstream["params"]["num_perm"]
-    params = choose_bands(num_perm, threshold, bands, rows, work)
+    params = choose_bands(num_perm, threshold, bands, rows, work, stored=True)
     keys = [band_key(params, k) for k in upstream["partitions"]]
     key = digest("band", keys, upstream["key"])
     summary = describe_bands(params, num_perm)
@@ -920,8 +951,11 @@ def verify(runner: Runner, params: VerifyParams) -> dict:
     again: an incremental run verifies only the pairs that involve a new or changed document."""
     work = runner.work
     upstream, key, record = _begin(runner, "verify", params)
+    warning = recall_warning(work, params.threshold)  # said with the results
     if record is not None:
         runner.log(f"verify: up to date ({record['stats']['pairs']} pairs with Jaccard >= {params.threshold})")
+        if warning is not None:
+            runner.log(f"warning: {warning}")
         return record
     shingle_record = require(work, "shingle")
     basis = {"threshold": params.threshold, "shards": shingle_record["partitions"],
@@ -974,6 +1008,8 @@ def verify(runner: Runner, params: VerifyParams) -> dict:
     work.record_stage("verify", record)
     reused = f" ({len(pairs) - n} known from the last run)" if len(pairs) > n else ""
     runner.log(f"verify: {len(out)} of {len(pairs)} candidate pairs have exact Jaccard >= {params.threshold}{reused}")
+    if warning is not None:
+        runner.log(f"warning: {warning}")
     return record
 
 
@@ -1039,6 +1075,19 @@ def clusters(work: WorkDir) -> list[dict]:
 def verified_pairs(work: WorkDir) -> list[dict]:
     require(work, "verify")
     return work.load_jsonl(work.current("verify", "pairs.jsonl"), "verify")
+
+
+def recall_warning(work: WorkDir, threshold: float) -> str | None:
+    """What is lost below the threshold the bands were chosen for: a pair of Jaccard t becomes a candidate only
+    with probability P(t) = 1 - (1 - t^r)^b (None when threshold is not below it, or b and r were given)."""
+    record = work.read_manifest()["stages"].get("band")
+    chosen = record["params"].get("threshold") if record else None
+    if chosen is None or threshold >= chosen:
+        return None
+    b, r = record["params"]["bands"], record["params"]["rows"]
+    return (f"bands were chosen for threshold {chosen} (b={b}, r={r}): a pair at Jaccard {threshold} is a candidate "
+            f"with probability {float(lsh.s_curve(threshold, b, r)):.3g}; re-band with `neardup -w {work.root} band "
+            f"--threshold {threshold} candidates verify` (or `run ... --threshold {threshold}`)")
 
 
 def inherited_threshold(work: WorkDir, given: float | None) -> float:
@@ -1113,6 +1162,18 @@ def _band_index(work: WorkDir, shingle_record: dict, band_record: dict):
         yield lsh.band_index(np.ascontiguousarray(keys[:, j]), members)
 
 
+def _named_binaries(items: list[corpus.Item], source: SourceParams, problems: dict):
+    """The documents of items, with a message naming each binary file (a run only counts them: a query names its
+    few inputs). Lazily: a large file is found binary only as shingle_documents consumes it, before it asks for
+    the next document."""
+    for item in items:
+        binary = problems.get("binary", 0)
+        for _, doc in corpus.read_documents([item], source, problems):
+            yield doc
+        if problems.get("binary", 0) > binary:
+            problems.setdefault("messages", []).append(f"{item.id}: binary file skipped")
+
+
 def query(work: WorkDir, paths: list[str], stdin, threshold: float | None) -> tuple[list[dict], dict]:
     """Near-duplicates in the index of the given documents (paths, or one text on stdin for "-"), with exact
     Jaccard >= threshold, found like a run finds them (same shingles, signatures and bands); the index is only
@@ -1125,6 +1186,8 @@ def query(work: WorkDir, paths: list[str], stdin, threshold: float | None) -> tu
     bands, rows = band_record["params"]["bands"], band_record["params"]["rows"]
     threshold = inherited_threshold(work, threshold)
     problems: dict = {}
+    if (warning := recall_warning(work, threshold)) is not None:
+        problems["messages"] = [warning]
     if list(paths) in ([], ["-"]):
         raw = (stdin if stdin is not None else sys.stdin.buffer).read()
         decoded = corpus.decode(raw)
@@ -1133,8 +1196,9 @@ def query(work: WorkDir, paths: list[str], stdin, threshold: float | None) -> tu
         documents = [corpus.Document("-", decoded[0], len(raw), 0, "", decoded[1])]
     else:
         items = corpus.list_items(list(paths), source, skip=(str(work.root),)).items
-        documents = [doc for _, doc in corpus.read_documents(items, source, problems)]
+        documents = _named_binaries(items, source, problems)
     records, values, offsets = shingle_documents(((doc, {}) for doc in documents), params, problems)
+    problems["queried"] = len(records)
     if not records:
         return [], problems
     query_signatures = signatures(values, offsets, signature_params)

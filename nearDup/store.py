@@ -529,10 +529,21 @@ class WorkDir:
         files = {s: self.part(stage, index, s).stat().st_size for s in suffixes}
         self.save_json(self.part(stage, index, "done.json"), {"key": key, "files": files, **stats})
 
-    def spool(self, name: str, stream) -> str:
-        """Copy JSONL from stdin or a .gz file to inputs/, once per content (stdin) or file version (.gz)."""
+    def spool(self, name: str, stream, encoding: str | None = None) -> str:
+        """Copy JSONL from stdin or a .gz file to inputs/, once per content (stdin) or file version (.gz).
+        encoding: the file name is in UTF-16 or UTF-32 (with a BOM): copy it as UTF-8 (JSONL items are cut at
+        newline bytes), once per file version; a file already in inputs/ is replaced by its UTF-8 copy."""
         folder = self.root / "inputs"
         folder.mkdir(exist_ok=True)
+        if encoding is not None:
+            st = os.stat(name)
+            spooled = Path(name).parent == folder
+            target = Path(name) if spooled else folder / f"{Path(name).name}.{st.st_size}.{st.st_mtime_ns}.utf-8"
+            if spooled or not target.exists():
+                with open(name, encoding=encoding, errors="replace", newline="") as src, atomic_file(target) as out:
+                    for block in iter(lambda: src.read(1 << 20), ""):
+                        out.write(block.encode("utf-8", "surrogatepass"))
+            return str(target)
         if name == "-":
             with atomic_file(folder / "stdin.jsonl") as out:
                 shutil.copyfileobj(stream if stream is not None else sys.stdin.buffer, out)

@@ -19,7 +19,7 @@ from nearDup import corpus, store
 from nearDup.cli import cli
 from nearDup.store import WorkDir
 
-from conftest import SAMPLE, brute_force_pairs, generate_corpus, refuse_open, stage_output
+from conftest import SAMPLE, brute_force_pairs, generate_corpus, reference_shingles, refuse_open, stage_output
 
 TEXT = (SAMPLE / "lighthouses_original.txt").read_text()
 
@@ -401,3 +401,238 @@ def test_streamed_shingles_equal_whole_text_shingles(unit, k):
     cuts = sorted(rng.sample([i + 1 for i, c in enumerate(text) if c == " "], 30))  # pieces end after a blank
     pieces = [text[a:b] for a, b in zip([0] + cuts, cuts + [len(text)])]
     assert np.array_equal(whole, _streamed_shingles(iter(pieces), params, hash_tokens))
+
+
+
+@pytest.mark.parametrize("unit", ["word", "char"])
+@pytest.mark.parametrize("shape", ["punctuation", "one_word", "long_words"])
+def test_streamed_text_without_blanks_is_never_cut_inside_a_word(tmp_path, monkeypatch, unit, shape):
+    import numpy as np
+
+    from nearDup.config import ShingleParams
+    from nearDup.kernels.shingle import CodePointHasher, kgram_hashes, word_hashes
+    from nearDup.stages import _streamed_shingles
+
+    monkeypatch.setattr(corpus, "BLOCK_BYTES", 64)  # a cut is forced after 512 characters without a blank
+    rng = random.Random(5)
+    words = ["alpha", "Beta", "ﬁne", "naïve", "Straße"]
+    text = {"punctuation": lambda: ",".join(rng.choice(words) for _ in range(3000)),
+            "one_word": lambda: "".join(rng.choice(words) for _ in range(1000)),
+            "long_words": lambda: ";".join("".join(rng.choice(words) for _ in range(rng.choice([1, 40, 300])))
+                                           for _ in range(60))}[shape]()
+    f = tmp_path / "doc.txt"
+    f.write_text(text)
+    item = corpus.Item("file", str(f), str(f), f.stat().st_size, 0)
+    pieces = list(corpus._streamed(item, str(f)).pieces)
+    assert len(pieces) > 5 and "".join(pieces) == text
+    params, chars = ShingleParams(unit=unit, k=3), CodePointHasher()
+    hash_tokens = (lambda t: word_hashes([t])[0]) if unit == "word" else chars.hash_text
+    th = hash_tokens(corpus.normalise(text, params))
+    whole = np.unique(kgram_hashes(th, np.array([len(th)]), 3)[1])
+    assert np.array_equal(whole, _streamed_shingles(iter(pieces), params, hash_tokens))
+    assert len(whole) == len(reference_shingles(text, unit, 3))
+
+
+# ------------------------------------------------------------------------------------------ clear errors
+
+@pytest.mark.parametrize("value", ["nan", "NaN", "inf", "-inf"])
+def test_nan_and_inf_are_refused_by_every_float_option(tmp_path, value):
+    f = tmp_path / "a.txt"
+    f.write_text(TEXT)
+    for args in (["run", f, "-t", value], ["-w", tmp_path / "w", "band", "--threshold", value],
+                 ["-w", tmp_path / "w", "verify", "-t", value], ["compare", f, f, "-t", value],
+                 ["query", f, "--index", tmp_path / "w", "-t", value], ["tune", "-t", value],
+                 ["--wait-lock", value, "-w", tmp_path / "w", "inspect"]):
+        r = invoke(*args)
+        one_line_error(r, "Invalid value for", value.lstrip("-"))
+        assert "internal error" not in r.stderr
+    assert not (tmp_path / "w").exists()  # refused while parsing, before any work dir is made
+
+
+@pytest.mark.parametrize("bands,rows,need,what,lower", [
+    (100, None, 100, "--bands 100 (one row each at least)", "lower --bands to at most 64"),
+    (None, 65, 65, "--rows 65 (in one band at least)", "lower --rows to at most 64"),
+    (20, 10, 200, "--bands 20 with --rows 10", "lower --bands or --rows so that bands x rows <= 64")])
+def test_too_many_bands_or_rows_say_what_is_wrong_and_the_fix(tmp_path, monkeypatch, bands, rows, need, what,
+                                                              lower):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    d = tmp_path / "docs"
+    d.mkdir()
+    (d / "a.txt").write_text(TEXT)
+    options = [x for name, value in (("--bands", bands), ("--rows", rows)) if value for x in (name, value)]
+    for args in (["tune", "--num-perm", 64], ["-w", tmp_path / "run", "run", d, "--num-perm", 64],
+                 ["run", d, "--num-perm", 64]):
+        one_line_error(invoke(*args, *options), f"{what} needs {need} permutations but --num-perm is 64; "
+                                                f"raise --num-perm to {need} or {lower}")
+    assert not (tmp_path / "cache").exists() and not (tmp_path / "run").exists()  # refused before any work dir
+    w = tmp_path / "w"
+    assert invoke("-w", w, "shingle", d, "signature", "--num-perm", 64).exit_code == 0
+    r = invoke("-w", w, "band", *options)  # the signatures are stored: the fix is to make them again, longer
+    one_line_error(r, f"{what} needs {need} permutations but the stored signatures have 64; {lower}, or re-run "
+                      f"the signature stage with more: `neardup -w {w} signature --num-perm {need} band "
+                      f"{' '.join(map(str, options))}`")
+
+
+def test_fifos_sockets_and_devices_are_counted_never_opened(tmp_path):
+    import socket
+
+    d = tmp_path / "docs"
+    d.mkdir()
+    (d / "a.txt").write_text(TEXT)
+    (d / "b.txt").write_text(TEXT)
+    os.mkfifo(d / "fifo")  # opening it would block the run: the timeout below would then fail the test
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(str(d / "sock"))
+    try:
+        r = neardup("-w", tmp_path / "w", "run", d, timeout=60)
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.decode().split("\t")[1:] == [f"{d}/a.txt", f"{d}/b.txt\n"]
+        assert "; 2 special files skipped (FIFO, socket, device)" in r.stderr.decode()
+        one_line_error(neardup("-w", tmp_path / "w2", "run", d / "fifo", timeout=60),
+                       f"{d}/fifo: a FIFO (named pipe), not a regular file or folder")
+        one_line_error(neardup("-w", tmp_path / "w2", "run", d / "sock", timeout=60), "sock: a socket, not a regular")
+    finally:
+        server.close()
+    one_line_error(neardup("-w", tmp_path / "w3", "run", os.devnull), f"{os.devnull}: a device, not a regular file")
+
+
+def test_query_names_binary_files_and_fails_when_nothing_was_readable(tmp_path):
+    d = tmp_path / "docs"
+    d.mkdir()
+    (d / "a.txt").write_text(TEXT)
+    (d / "other.txt").write_text((SAMPLE / "sourdough_original.txt").read_text())
+    assert invoke("run", d, "--index", tmp_path / "idx").exit_code == 0
+    small, large, text = tmp_path / "small.bin", tmp_path / "large.bin", tmp_path / "copy.txt"
+    small.write_bytes(b"\x00\x01" + TEXT.encode())
+    large.write_bytes(TEXT.encode() * (3 * corpus.STREAM_BYTES // len(TEXT)) + b"\x00")  # found binary as streamed
+    text.write_text(TEXT)
+    r = neardup("query", small, large, "--index", tmp_path / "idx")
+    assert r.returncode == 2 and r.stdout == b""
+    assert r.stderr.decode().splitlines() == [
+        f"warning: {large}: binary file skipped", f"warning: {small}: binary file skipped",  # in id order
+        f"neardup: error: {small} {large}: no readable text documents (binary: 2, unreadable: 0)"]
+    r = neardup("query", small, text, "--index", tmp_path / "idx")
+    assert r.returncode == 0 and r.stderr.decode() == f"warning: {small}: binary file skipped\n"
+    assert r.stdout.decode() == f"1.0000\t{text}\t{d}/a.txt\n"
+
+
+def test_jsonl_in_utf16_or_utf32_gives_the_same_pairs_as_utf8(tmp_path):
+    import gzip
+
+    other = (SAMPLE / "sourdough_original.txt").read_text()
+    records = [{"id": "a", "text": TEXT}, {"id": "b", "text": "Straße naïve — " + TEXT}, {"id": "c", "text": other},
+               {"id": "d", "text": other + " ﬁn"}]
+    text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
+
+    def pairs(source, name, stdin=None):
+        r = invoke("-w", tmp_path / f"w_{name}", "run", "--jsonl", source, "-t", 0.5, "-j", 1, input=stdin)
+        assert r.exit_code == 0, (name, r.stderr)
+        return r.stdout, r.stderr
+
+    expected = pairs("-", "utf8", text.encode())[0]
+    assert expected.count("\n") == 2
+    encoded = {"utf8_bom": b"\xef\xbb\xbf" + text.encode(), "utf16": text.encode("utf-16"),  # BOM, native order
+               "utf16le": b"\xff\xfe" + text.encode("utf-16-le"), "utf16be": b"\xfe\xff" + text.encode("utf-16-be"),
+               "utf32le": b"\xff\xfe\x00\x00" + text.encode("utf-32-le"),
+               "utf32be": b"\x00\x00\xfe\xff" + text.encode("utf-32-be")}
+    for name, data in encoded.items():
+        f = tmp_path / f"{name}.jsonl"
+        f.write_bytes(data)
+        assert pairs(f, name)[0] == expected, name
+        again = pairs(f, name)
+        assert again[0] == expected and "shingle: up to date" in again[1]  # the UTF-8 copy is made once
+        assert f.read_bytes() == data  # the input is never changed
+    (tmp_path / "utf16be.jsonl.gz").write_bytes(gzip.compress(encoded["utf16be"]))
+    assert pairs(tmp_path / "utf16be.jsonl.gz", "gz")[0] == expected
+    assert pairs("-", "stdin", encoded["utf32le"])[0] == expected
+
+
+def test_a_threshold_below_the_bands_warns_with_the_expected_recall(corpus, tmp_path):
+    folder, texts = corpus
+    w, saved = tmp_path / "w", tmp_path / "saved.jsonl"
+    r = neardup("-w", w, "run", folder, "-t", 0.7, "--format", "jsonl")
+    assert r.returncode == 0
+    saved.write_bytes(r.stdout)
+    band = json.loads((w / "manifest.json").read_text())["stages"]["band"]["params"]
+    b, rows = band["bands"], band["rows"]
+    p = 1 - (1 - 0.3 ** rows) ** b
+    warning = (f"warning: bands were chosen for threshold 0.7 (b={b}, r={rows}): a pair at Jaccard 0.3 is a "
+               f"candidate with probability {p:.3g}; re-band with `neardup -w {w} band --threshold 0.3 candidates "
+               f"verify` (or `run ... --threshold 0.3`)")
+    verified = neardup("-w", w, "verify", "-t", 0.3)
+    assert verified.returncode == 0 and warning in verified.stderr.decode().splitlines()
+    assert len(verified.stdout.splitlines()) < len(brute_force_pairs(texts, 0.3))  # what the warning is about
+    assert "warning" not in neardup("-w", w, "verify", "-t", 0.8).stderr.decode()
+    probe = tmp_path / "probe.txt"
+    probe.write_text(next(iter(texts.values())))
+    queried = neardup("query", probe, "--index", w, "-t", 0.3)
+    assert queried.returncode == 0 and queried.stderr.decode().splitlines() == [warning]
+    replayed = neardup("run", "--replay", saved, "-t", 0.3)
+    assert replayed.returncode == 0 and replayed.stderr.decode().splitlines() == [
+        f"warning: {saved} holds only pairs with Jaccard >= 0.7 (the threshold of the run that saved them); "
+        f"--threshold 0.3 finds no more: run `neardup run ... --threshold 0.3` on the documents"]
+    assert neardup("run", "--replay", saved, "-t", 0.75).stderr == b""
+    stored = stage_output(w, "verify", "pairs.jsonl")  # no header: the lowest saved Jaccard is all that is known
+    lowest = min(json.loads(line)["jaccard"] for line in stored.read_text().splitlines())
+    assert neardup("run", "--replay", stored, "-t", 0.3).stderr.decode().startswith(
+        f"warning: {stored} holds only pairs with Jaccard >= {lowest} (the lowest saved); --threshold 0.3")
+
+
+def _pair_corpus(folder):
+    """Pairs of documents, each with an edited copy: small, streamed (> corpus.STREAM_BYTES), streamed with no
+    whitespace (cut where corpus._streamed must force a cut); and two copies of a streamed file that is one word."""
+    rng = random.Random(9)
+    vocab = [f"w{i}" for i in range(4000)] + ["Straße", "naïve", "ﬁsh"]
+    words = [rng.choice(vocab) for _ in range(corpus.STREAM_BYTES // 5)]
+    edited = [rng.choice(vocab) if rng.random() < 0.02 else w for w in words]
+    texts = {"small_a.txt": TEXT[:3000], "small_b.txt": TEXT[:3000].replace("the", "a"),
+             "big_a.txt": " ".join(words), "big_b.txt": " ".join(edited),
+             "nows_a.txt": ",".join(words), "nows_b.txt": ",".join(edited),
+             "word_a.txt": "x" * (3 * corpus.STREAM_BYTES), "word_b.txt": "x" * (3 * corpus.STREAM_BYTES)}
+    folder.mkdir()
+    for name, text in texts.items():
+        (folder / name).write_text(text)
+    return texts
+
+
+@pytest.mark.parametrize("unit", ["word", "char"])
+def test_compare_gives_the_jaccard_run_gives_and_the_reference(tmp_path, monkeypatch, unit):
+    monkeypatch.setattr(corpus, "STREAM_BYTES", 4096)  # files over 4 KB are streamed in blocks of 256 bytes,
+    monkeypatch.setattr(corpus, "BLOCK_BYTES", 256)  # and cut anyway after 2 KB without a blank
+    d = tmp_path / "docs"
+    texts = _pair_corpus(d)
+    r = invoke("-w", tmp_path / "w", "run", d, "--unit", unit, "-t", 0.05, "--format", "jsonl", "-j", 1)
+    assert r.exit_code == 0, r.stderr
+    found = {(p["a"], p["b"]): p for p in map(json.loads, r.stdout.splitlines()) if p["type"] == "pair"}
+    for pair in ("small", "big", "nows", "word"):
+        a, b = f"{d}/{pair}_a.txt", f"{d}/{pair}_b.txt"
+        c = invoke("compare", a, b, "--unit", unit)
+        lines = dict(line.split("\t", 1) for line in c.stdout.splitlines())
+        counts = lines["shingles"].split("\t")
+        shingles_a, shingles_b, shared = int(counts[0]), int(counts[1]), int(counts[2].split()[0])
+        sa, sb = (reference_shingles(texts[f"{pair}_{x}.txt"], unit) for x in "ab")
+        assert (len(sa), len(sb), len(sa & sb)) == (shingles_a, shingles_b, shared), pair
+        if pair == "word" and unit == "word":  # one word: no 5-shingle, as the reference has none
+            assert (a, b) not in found and not sa
+            continue
+        p = found[(a, b)]
+        assert (shared, shingles_a + shingles_b - shared) == (p["intersection"], p["union"]), pair
+        assert lines["jaccard"] == f"{p['jaccard']:.4f}", pair
+    explained = invoke("compare", f"{d}/big_a.txt", f"{d}/big_b.txt", "--unit", unit, "--explain")
+    assert explained.stdout.startswith("jaccard\t") and explained.stderr.startswith(
+        f"--explain: {d}/big_a.txt is larger than")  # its tokens would not fit: the figures are given, not passages
+
+
+def test_compare_streams_large_files_in_bounded_memory(tmp_path):
+    rng = random.Random(4)
+    vocab = [f"w{i}" for i in range(20000)]
+    text = " ".join(rng.choices(vocab, k=2_000_000))  # ~13 MB: six blocks of the stream
+    (tmp_path / "a.txt").write_text(text)
+    (tmp_path / "b.txt").write_text(text[:len(text) // 2] + " more " + text[len(text) // 2:])
+    # Measured from a small parent: a child's peak counts the memory of the process it was forked from (pytest).
+    measure = ("import resource, subprocess, sys; code = subprocess.call(sys.argv[1:]); "
+               "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, file=sys.stderr); sys.exit(code)")
+    r = subprocess.run([sys.executable, "-c", measure, sys.executable, "-m", "nearDup", "compare", tmp_path / "a.txt",
+                        tmp_path / "b.txt"], capture_output=True)
+    assert r.returncode == 0 and r.stdout.startswith(b"jaccard\t1.0000\n"), r.stderr
+    assert int(r.stderr.split()[-1]) < 400_000  # KB

@@ -183,6 +183,26 @@ def _word_hashes(texts: list[str], positions: bool = True) -> tuple[np.ndarray, 
     return hashes, counts, np.stack([starts, ends]) if positions else None
 
 
+def word_state(text: str, state: tuple[int, int] = (0, 0)) -> tuple[int, int]:
+    """(sum_i c_i P^i mod 2^64, length) of a word's code points, continued by text: the polynomial of word_hashes
+    computed piece by piece, for a word too long to hold whole (a streamed file with no blank or punctuation for
+    megabytes). Extending by B: sum(A + B) = sum(A) + P^len(A) sum(B). finish_word gives its hash."""
+    poly, length = state
+    for lo in range(0, len(text), BATCH_CODE_POINTS):
+        cps = np.frombuffer(text[lo:lo + BATCH_CODE_POINTS].encode("utf-32-le", "surrogatepass"), dtype="<u4")
+        part = int(np.multiply(cps, _powers(_POLY, len(cps)), dtype=U64).sum(dtype=U64))  # wraps mod 2^64
+        poly = (poly + part * pow(_POLY, length, 1 << 64)) % (1 << 64)
+        length += len(cps)
+    return poly, length
+
+
+def finish_word(state: tuple[int, int]) -> np.ndarray:
+    """The hash (uint32, shape (1,)) word_hashes gives the word whose word_state this is."""
+    poly, length = state
+    h = np.array([(poly + length * 0x9E3779B97F4A7C15) % (1 << 64)], dtype=U64)
+    return (fmix64(h, out=h) >> U64(32)).astype(np.uint32)
+
+
 class CodePointHasher:
     """mmh3 of single characters through a lazily filled table over all code points (U+0000..U+10FFFF)."""
 
