@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import sys
 import zlib
 
 import numpy as np
@@ -14,6 +15,7 @@ from . import __version__, corpus
 from .config import ShingleParams
 from .errors import InputError
 from .kernels.shingle import CodePointHasher, kgram_hashes, word_hashes
+from .output import plural
 
 ACTIONS = ("remove", "move", "link")
 _REVERSED_BITS = bytes(int(f"{i:08b}"[::-1], 2) for i in range(256))
@@ -39,7 +41,7 @@ def sh_quote(text: str) -> str:
 # ------------------------------------------------------------------------------------------------ script
 
 _PROLOGUE = """#!/bin/sh
-# Written by nearDup {version}: {action} {count} near-duplicate file(s). Review it before running it.
+# Written by nearDup {version}: {action} {count}. Review it before running it.
 #   sh {name}        {verb} each duplicate below, after re-checking it and its keeper
 #   sh {name} -n     dry run: print what would be done, change nothing
 # Before each action the duplicate and its keeper must be as they were at the scan (regular file, size, mtime,
@@ -109,7 +111,8 @@ def make_script(groups: list[dict], docs: dict[str, dict], action: str, quaranti
                 args += [sh_quote(os.path.dirname(target)), sh_quote(target)]
             lines.append(f"act {' '.join(args)}  # group {g['group']}, Jaccard {m['jaccard']:.4f}")
             count += 1
-    prologue = _PROLOGUE.format(version=__version__, action=action, count=count, name=name, verb=_VERBS[action],
+    prologue = _PROLOGUE.format(version=__version__, action=action, count=plural(count, "near-duplicate file"),
+                                name=name, verb=_VERBS[action],
                                 extra_args=", quarantine dir, target" if action == "move" else "",
                                 body=_BODIES[action])
     return prologue + "\n".join(lines) + ('\necho "done: $acted acted, $skipped skipped" >&2\n'
@@ -118,10 +121,14 @@ def make_script(groups: list[dict], docs: dict[str, dict], action: str, quaranti
 
 # ------------------------------------------------------------------------------------------------ compare
 
-def _shingles(path: str, params: ShingleParams) -> tuple[list, np.ndarray, str]:
+def _shingles(path: str, params: ShingleParams, stdin=None) -> tuple[list, np.ndarray, str]:
+    """Tokens and shingle hashes of a file, or of the text on stdin for "-"."""
     try:
-        with open(path, "rb") as f:
-            decoded = corpus.decode(f.read())
+        if path == "-":
+            decoded = corpus.decode((stdin or sys.stdin.buffer).read())
+        else:
+            with open(path, "rb") as f:
+                decoded = corpus.decode(f.read())
     except OSError as e:
         raise InputError(f"{path}: cannot read ({e.strerror})") from None
     if decoded is None:
@@ -135,11 +142,14 @@ def _shingles(path: str, params: ShingleParams) -> tuple[list, np.ndarray, str]:
     return tokens, kgram_hashes(th, np.array([len(th)]), params.k)[1], text
 
 
-def compare(path_a: str, path_b: str, params: ShingleParams) -> dict:
+def compare(path_a: str, path_b: str, params: ShingleParams, stdin=None) -> dict:
     """Exact Jaccard |A∩B|/|A∪B| and containments |A∩B|/|A|, |A∩B|/|B| of two documents' shingle sets, and the
-    passages of A (token ranges) made of shingles that B has too."""
-    tokens_a, hashes_a, _ = _shingles(path_a, params)
-    tokens_b, hashes_b, _ = _shingles(path_b, params)
+    passages of A (token ranges) made of shingles that B has too. Either (not both) may be "-": the text on
+    stdin."""
+    if path_a == path_b == "-":
+        raise InputError("compare: only one of A and B can be - (the text on stdin)")
+    tokens_a, hashes_a, _ = _shingles(path_a, params, stdin)
+    tokens_b, hashes_b, _ = _shingles(path_b, params, stdin)
     set_a, set_b = set(hashes_a.tolist()), set(hashes_b.tolist())
     inter = len(set_a & set_b)
     union = len(set_a | set_b)

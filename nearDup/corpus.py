@@ -453,6 +453,25 @@ def _read_jsonl(item: Item, path: str, params: SourceParams, problems: dict) -> 
                        False)
 
 
+def first_record_fields(item: Item) -> list[str] | None:
+    """The fields of the first JSON object in a JSONL item (what an error names when a field given is not
+    there), or None if it has none."""
+    try:
+        with open(item.path, "rb") as f:
+            f.seek(item.start)
+            block = f.read(item.end - item.start)
+    except OSError:
+        return None
+    for line in block.splitlines():
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(record, dict):
+            return list(record)
+    return None
+
+
 def _bad_line(problems: dict, params: SourceParams, message: str):
     if params.strict:
         raise InputError(message + " (remove --strict to skip such lines)")

@@ -24,6 +24,7 @@ from .errors import InputError, ParameterError, WorkDirError
 from .groups import KeeperRules, build_groups
 from .kernels import lsh, minhash, sets
 from .kernels.shingle import CodePointHasher, kgram_hashes, prepare_word_tables, word_hashes
+from .output import plural
 from .store import STAGES, WorkDir
 
 SHINGLE_FILES = ("docs.npz", "values.npy", "offsets.npy")
@@ -272,6 +273,7 @@ def _lookahead(pieces):
 
 
 CATALOG = "catalog.npz"
+SKIPPED_NOUNS = {"hidden": ("hidden entry", "hidden entries"), "symlink": ("symlink",), "excluded": ("excluded file",)}
 
 
 def shingle_content(params: ShingleParams, source: SourceParams) -> dict:
@@ -387,10 +389,10 @@ def shingle(runner: Runner, args: list[str], source: SourceParams, params: Shing
               "inputs": inputs, "partitions": keys, "shards": shards, "docs": counts, "bytes": shard_bytes, "run": run,
               "next_shard": next_shard + len(parts), "files": _files(work, "shingle", key, CATALOG),
               "stats": totals}
-    _check_documents(runner, record, params, args)
+    _check_documents(runner, record, params, args, listing.items if source.jsonl else ())
     work.record_stage("shingle", record)
-    runner.log(f"shingle: {_shingle_summary(record)}" + (f"; {reused} of {len(parts)} new partitions reused "
-                                                          "from an interrupted run" if reused else ""))
+    runner.log(f"shingle: {_shingle_summary(record)}" + (f"; {reused} of {plural(len(parts), 'new partition')} "
+                                                          "reused from an interrupted run" if reused else ""))
     _report_problems(runner, record)
     return record
 
@@ -436,9 +438,21 @@ def _stored_catalog(runner: Runner, record: dict) -> Catalog:
     return Catalog({**catalog.columns, "live": live})
 
 
-def _check_documents(runner: Runner, record: dict, params: ShingleParams, args: list[str]) -> None:
+def _check_documents(runner: Runner, record: dict, params: ShingleParams, args: list[str], items=()) -> None:
+    """Stop when there is nothing to pair; items: the JSONL items, whose first record names its fields when
+    the --id-field or --text-field given is not one of them."""
     stats = record["stats"]
     where = " ".join(args)
+    if not stats.get("docs") and items:
+        source = record["source"]
+        fields = corpus.first_record_fields(items[0])
+        missing = [(option, source[name]) for option, name in (("--id-field", "id_field"),
+                                                                ("--text-field", "text_field"))
+                   if fields is not None and source[name] not in fields]
+        if missing:
+            option, field = missing[0]
+            raise InputError(f"{where}: no record has the field {field!r} ({option}); the first record's fields are "
+                             f"{', '.join(map(repr, fields)) or 'none'}: pass {option} with one of them")
     if not stats.get("docs"):
         raise InputError(f"{where}: no readable text documents (binary: {stats.get('binary', 0)}, unreadable: "
                          f"{stats.get('unreadable', 0) + stats.get('vanished', 0)})")
@@ -462,13 +476,15 @@ def _check_documents(runner: Runner, record: dict, params: ShingleParams, args: 
 def _shingle_summary(record: dict) -> str:
     s = record["stats"]
     params = record["params"]
-    text = (f"{s['docs']} documents, {s['bytes'] / 1e6:.1f} MB, {s['shingles']} {params['k']}-{params['unit']} "
-            f"shingles in {len(record['partitions'])} partition{'s' if len(record['partitions']) != 1 else ''}")
-    notes = [f"{s[k]} {label}" for k, label in (
-        ("short", "too short for one shingle (kept, never paired)"), ("binary", "binary files skipped"),
-        ("replaced", "with invalid UTF-8 replaced"), ("bad_lines", "bad JSONL lines skipped"))
-        if s.get(k)]
-    notes += [f"{n} {kind} skipped" for kind, n in s.get("skipped", {}).items() if n]
+    shingle = f"{params['k']}-{params['unit']} shingle"
+    text = (f"{plural(s['docs'], 'document')}, {s['bytes'] / 1e6:.1f} MB, {plural(s['shingles'], shingle)} in "
+            f"{plural(len(record['partitions']), 'partition')}")
+    notes = [text for k, text in (
+        ("short", f"{s.get('short')} too short for one shingle (kept, never paired)"),
+        ("binary", f"{plural(s.get('binary', 0), 'binary file')} skipped"),
+        ("replaced", f"{s.get('replaced')} with invalid UTF-8 replaced"),
+        ("bad_lines", f"{plural(s.get('bad_lines', 0), 'bad JSONL line')} skipped")) if s.get(k)]
+    notes += [f"{plural(n, *SKIPPED_NOUNS.get(kind, (kind,)))} skipped" for kind, n in s.get("skipped", {}).items() if n]
     changes = [f"{s[k]} {k}" for k in ("added", "removed", "renamed") if s.get(k)]
     if changes and s.get("added") != s["docs"]:
         notes.append("this run: " + ", ".join(changes))
@@ -552,7 +568,7 @@ def signature(runner: Runner, params: SignatureParams) -> dict:
     shards = upstream["shards"]
     record = _up_to_date(work, "signature", key)
     if record is not None and all(work.part_done("signature", n, k, ("npy",)) for n, k in zip(shards, keys)):
-        runner.log(f"signature: up to date ({params.num_perm} {params.method} permutations)")
+        runner.log(f"signature: up to date ({plural(params.num_perm, params.method + ' permutation')})")
         return record
     reused, _ = _map_partitions(runner, "signature", signature_partition, shards, keys, ("npy",),
                              lambda i: PartitionTask(str(work.root), shards[i], keys[i], params),
@@ -560,8 +576,9 @@ def signature(runner: Runner, params: SignatureParams) -> dict:
     record = {"key": key, "params": asdict(params), "upstream": upstream["key"], "partitions": keys,
               "shards": shards, "next_shard": upstream["next_shard"], "docs": upstream["docs"]}
     work.record_stage("signature", record)
-    runner.log(f"signature: {sum(upstream['docs'])} signatures of {params.num_perm} {params.method} permutations"
-               + (f"; {reused} of {len(keys)} partitions reused" if reused else ""))
+    runner.log(f"signature: {plural(sum(upstream['docs']), 'signature')} of "
+               f"{plural(params.num_perm, params.method + ' permutation')}"
+               + (f"; {reused} of {plural(len(keys), 'partition')} reused" if reused else ""))
     return record
 
 
@@ -642,7 +659,8 @@ def band(runner: Runner, threshold: float | None = None, bands: int | None = Non
 
 def describe_bands(params: BandParams, num_perm: int) -> str:
     used = params.bands * params.rows
-    return (f"b={params.bands} bands x r={params.rows} rows ({num_perm - used} of {num_perm} permutations unused); "
+    return (f"b={plural(params.bands, 'band')} x r={plural(params.rows, 'row')} ({num_perm - used} of "
+            f"{plural(num_perm, 'permutation')} unused); "
             f"threshold ~ (1/b)^(1/r) = {lsh.approximate_threshold(params.bands, params.rows):.3f}, "
             f"inflection {lsh.inflection_point(params.bands, params.rows):.3f}")
 
@@ -762,7 +780,7 @@ def candidates(runner: Runner, params: CandidateParams) -> dict:
     upstream, key, record = _begin(runner, "candidates", params)
     shingle_record = require(work, "shingle")
     if record is not None:
-        runner.log(f"candidates: up to date ({record['stats']['candidates']} pairs)")
+        runner.log(f"candidates: up to date ({plural(record['stats']['candidates'], 'pair')})")
         return record
     docs = load_docs(work, shingle_record)
     order_path = work.output("candidates", "order.npy", key)
@@ -811,14 +829,26 @@ def candidates(runner: Runner, params: CandidateParams) -> dict:
               "stats": {"candidates": int(len(pairs)), "large_buckets": len(large)}}
     work.record_stage("candidates", record)
     since = " (the last run's, updated where new, changed or deleted documents fall)" if previous else ""
-    runner.log(f"candidates: {len(pairs)} pairs share a bucket in at least one band{since}")
-    for bucket in large[:10]:
-        runner.log(f"warning: band {bucket['band']} has a bucket of {bucket['size']} documents (over "
-                   f"--max-bucket {params.max_bucket}); paired each with {docs[bucket['anchor']]['id']} only")
-    if len(large) > 10:
-        runner.log(f"warning: {len(large) - 10} more large buckets, listed in "
-                   f"{work.output('candidates', 'large_buckets.jsonl', key)}")
+    runner.log(f"candidates: {plural(len(pairs), 'pair shares', 'pairs share')} a bucket in at least one band{since}")
+    _warn_large_buckets(runner, large, params.max_bucket, docs, work.output("candidates", "large_buckets.jsonl", key))
     return record
+
+
+def _warn_large_buckets(runner: Runner, large: list[dict], max_bucket: int, docs, listed: Path) -> None:
+    """One warning per anchor (one cause, such as a boilerplate page copied 10,000 times, makes a large bucket in
+    nearly every band), largest first, at most 10."""
+    by_anchor: dict[int, list[dict]] = {}
+    for bucket in large:
+        by_anchor.setdefault(bucket["anchor"], []).append(bucket)
+    causes = sorted(by_anchor.items(), key=lambda kv: (-max(b["size"] for b in kv[1]), docs[kv[0]]["id"]))
+    for anchor, buckets in causes[:10]:
+        runner.log(f"warning: {plural(len(buckets), 'bucket')} over --max-bucket {max_bucket} in "
+                   f"{plural(len({b['band'] for b in buckets}), 'band')} (largest {max(b['size'] for b in buckets)} "
+                   f"documents) paired with their anchor {docs[anchor]['id']} only; see {listed}")
+    if len(causes) > 10:
+        rest = sum(len(buckets) for _, buckets in causes[10:])
+        runner.log(f"warning: {plural(rest, 'more large bucket')} with {plural(len(causes) - 10, 'other anchor')}; "
+                   f"see {listed}")
 
 
 # ---------------------------------------------------------------------------------------------- 5. verify
@@ -883,7 +913,8 @@ def verify(runner: Runner, params: VerifyParams) -> dict:
     work = runner.work
     upstream, key, record = _begin(runner, "verify", params)
     if record is not None:
-        runner.log(f"verify: up to date ({record['stats']['pairs']} pairs with Jaccard >= {params.threshold})")
+        runner.log(f"verify: up to date ({plural(record['stats']['pairs'], 'pair')} with Jaccard >= "
+                   f"{params.threshold})")
         return record
     shingle_record = require(work, "shingle")
     basis = {"threshold": params.threshold, "shards": shingle_record["partitions"],
@@ -935,7 +966,8 @@ def verify(runner: Runner, params: VerifyParams) -> dict:
               "stats": {"candidates": len(pairs), "checked": n, "pairs": len(out), "rejected": len(pairs) - len(out)}}
     work.record_stage("verify", record)
     reused = f" ({len(pairs) - n} known from the last run)" if len(pairs) > n else ""
-    runner.log(f"verify: {len(out)} of {len(pairs)} candidate pairs have exact Jaccard >= {params.threshold}{reused}")
+    runner.log(f"verify: {len(out)} of {plural(len(pairs), 'candidate pair has', 'candidate pairs have')} exact "
+               f"Jaccard >= {params.threshold}{reused}")
     return record
 
 
@@ -989,7 +1021,8 @@ def cluster(runner: Runner, params: ClusterParams) -> dict:
 
 def _cluster_summary(record: dict) -> str:
     s = record["stats"]
-    return (f"{s['groups']} groups of {s['documents']} documents ({s['duplicates']} duplicates of a keeper; "
+    return (f"{plural(s['groups'], 'group')} of {plural(s['documents'], 'document')} "
+            f"({plural(s['duplicates'], 'duplicate')} of a keeper; "
             f"link {record['params']['link']})")
 
 
@@ -1011,6 +1044,30 @@ def inherited_threshold(work: WorkDir, given: float | None) -> float:
     if record and record["params"].get("threshold") is not None:
         return record["params"]["threshold"]
     return DEFAULT_THRESHOLD
+
+
+HEADER_SOURCE = ("jsonl", "id_field", "text_field", "strict", "include", "exclude", "hidden", "follow_links")
+
+
+def resolved_params(work: WorkDir, upto: str | None) -> dict:
+    """Every parameter the stored results up to stage `upto` were made with, from the stage records (what a
+    JSONL header records): shingle and source options, num_perm, seed, minhash, bands, rows, max_bucket, the
+    verify threshold, and the cluster rules. Where and how the work was done (jobs, partitions) is left out."""
+    records = work.read_manifest()["stages"]
+    out: dict = {}
+    for name in STAGES[:STAGES.index(upto) + 1] if upto in STAGES else ():
+        record = records.get(name)
+        if record is None:
+            continue
+        params = dict(record["params"])
+        if name == "shingle":
+            params.update({k: v for k, v in record.get("source", {}).items() if k in HEADER_SOURCE})
+        elif name == "signature":
+            params["minhash"] = params.pop("method")
+        elif name == "band":
+            params.pop("threshold", None)  # what (b, r) were chosen for; the results' threshold is verify's
+        out.update(sorted(params.items()))  # (a record read back from the manifest has its keys sorted)
+    return out
 
 
 def default_workdir(args: list[str], source: SourceParams, params: ShingleParams) -> str:
@@ -1041,6 +1098,25 @@ def check_fixed_parameters(work: WorkDir, wanted: dict[str, dict]) -> None:
                 raise ParameterError(
                     f"{work.root}: this index was built with {stage} {name} {stored.get(name)!r}, not {value!r}; "
                     f"run with the index's parameters, or add --rebuild to rebuild the index with the new ones")
+
+
+QUERY_FIXED = {"unit": "shingle", "k": "shingle", "whitespace": "shingle", "strip_punct": "shingle",
+               "num_perm": "signature", "seed": "signature", "minhash": "signature", "bands": "band", "rows": "band"}
+
+
+def check_query_parameters(work: WorkDir, given: dict) -> None:
+    """A query uses the index's shingle, signature and band parameters; options given for them (a cron script
+    passes one option list to run and query) must equal the index's."""
+    records = work.read_manifest()["stages"]
+    for name, value in given.items():
+        record = records.get(QUERY_FIXED[name])
+        if record is None:
+            continue
+        stored = record["params"].get("method" if name == "minhash" else name)
+        if stored != value:
+            flag = "-k" if name == "k" else "--" + name.replace("_", "-")
+            raise ParameterError(f"{work.root}: this index was built with {flag} {stored}, not {value}; query uses "
+                                 f"the index's parameters: drop {flag} or give the index's value")
 
 
 def new_documents(work: WorkDir) -> set[str]:
