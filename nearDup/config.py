@@ -77,7 +77,7 @@ class CandidateParams:
 @dataclasses.dataclass(frozen=True)
 class ClusterParams:
     link: str = "keeper"  # or "connected"
-    keep: tuple[str, ...] = ("first", "oldest", "shallowest", "alpha")
+    keep: tuple[str, ...] = ("first", "nocopy", "oldest", "shallowest", "alpha")
     prefer: str | None = None
 
 

@@ -18,8 +18,14 @@ import numpy as np
 from .errors import ParameterError
 from .kernels.cluster import components, groups_of
 
-RULES = ("longest", "shortest", "oldest", "newest", "first", "shallowest", "alpha", "prefer")
-DEFAULT_RULES = ("first", "oldest", "shallowest", "alpha")
+RULES = ("longest", "shortest", "oldest", "newest", "first", "nocopy", "shallowest", "alpha", "prefer")
+# A name that says "copy" is the surest sign of a copy; then time (reset by clones, checkouts, copies and archive
+# extraction, so it often ties), depth, and the name, so the choice never depends on listing order (README).
+DEFAULT_RULES = ("first", "nocopy", "oldest", "shallowest", "alpha")
+# What file managers, browsers and editors add to a copy's name: "X copy", "Copy of X", "X - Copy", "X_copy2",
+# "X (1)", "X.bak", "X backup", "X~". A letter on either side makes it another word ("copyright", "photocopy").
+COPY_NAME = re.compile(r"(?<![a-z])(copy|backup|bak)(?![a-z])|\(\d+\)|~$", re.IGNORECASE)
+MTIME_RESOLUTION = 1_000_000_000  # oldest/newest compare whole seconds: copies and clones differ by less
 ALL_PAIRS_UP_TO = 200  # groups up to this size get min/max Jaccard over all pairs; larger ones over known pairs
 
 
@@ -55,8 +61,10 @@ class KeeperRules:
         for rule in self.order:
             key.append({
                 "longest": lambda: -doc["size"], "shortest": lambda: doc["size"],
-                "oldest": lambda: doc["mtime_ns"], "newest": lambda: -doc["mtime_ns"],
+                "oldest": lambda: doc["mtime_ns"] // MTIME_RESOLUTION,
+                "newest": lambda: -(doc["mtime_ns"] // MTIME_RESOLUTION),
                 "first": lambda: doc.get("arg", 0), "shallowest": lambda: doc["id"].count("/"),
+                "nocopy": lambda: COPY_NAME.search(doc["id"].rsplit("/", 1)[-1]) is not None,
                 "alpha": lambda: doc["id"],
                 "prefer": lambda: not (pattern is not None and pattern.search(doc["id"]) is not None),
             }[rule]())

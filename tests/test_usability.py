@@ -182,3 +182,42 @@ def test_inspect_finds_the_cache_work_dir_of_its_inputs(docs, tmp_path):
     assert r.returncode == 0 and "34 documents in 1 partition" in r.stdout
     assert str(tmp_path / ".cache" / "neardup") in r.stdout.splitlines()[0]
     one_error(neardup("inspect", docs, cwd=tmp_path), "no cache work dir", f"neardup run {docs}")
+
+
+# ------------------------------------------------------------------------------------------ keepers
+
+def _keepers(folder, w) -> dict[str, str]:
+    groups = groups_of(neardup("-w", w, "run", folder, "--groups", "--format", "jsonl").stdout)
+    return {os.path.basename(g["keeper"]): sorted(os.path.basename(m["id"]) for m in g["members"]) for g in groups}
+
+
+def test_default_keepers_of_a_fresh_clone_are_the_originals(docs, tmp_path):
+    """A clone or a copy sets every mtime within a second, in checkout order: the keepers must not depend on it."""
+    second = int(time.time()) - 3600
+    for p in docs.iterdir():
+        os.utime(p, ns=(second * 10**9, second * 10**9))
+    equal = _keepers(docs, tmp_path / "w1")
+    rng = random.Random(5)
+    for p in sorted(docs.iterdir()):
+        t = second * 10**9 + rng.randrange(10**9)
+        os.utime(p, ns=(t, t))
+    assert _keepers(docs, tmp_path / "w2") == equal
+    assert sorted(equal) == sorted(f"{topic}_original.txt" for topic in (
+        "bicycle_history", "chess_openings", "lighthouses", "sourdough", "tide_pools", "water_treatment"))
+
+
+def test_copy_names_lose_and_times_count_in_whole_seconds(tmp_path):
+    d = tmp_path / "d"
+    d.mkdir()
+    now = int(time.time()) - 3600
+    for name, age_ns in (("report.txt", 0), ("Copy of report.txt", 5 * 10**9), ("report (1).txt", 9 * 10**9),
+                         ("report_copy2.txt", 7 * 10**9), ("b.txt", 0), ("a.txt", -300_000_000)):
+        text = TEXT if name.startswith(("report", "Copy")) else TEXT.replace("word", "other")
+        (d / name).write_text(text)
+        t = now * 10**9 + 500_000_000 - age_ns  # a.txt 0.3 s newer than b.txt, in the same second
+        os.utime(d / name, ns=(t, t))
+    keepers = _keepers(d, tmp_path / "w")
+    assert set(keepers) == {"report.txt", "a.txt"}  # the newest, but the only name that is not a copy's; a tie: alpha
+    oldest = groups_of(neardup("-w", tmp_path / "w", "run", d, "--groups", "--format", "jsonl", "--keep",
+                               "oldest").stdout)
+    assert {os.path.basename(g["keeper"]) for g in oldest} == {"report (1).txt", "a.txt"}
