@@ -353,9 +353,15 @@ band_options = _options(
     click.option("--bands", type=click.IntRange(1), help="Number of bands b (default: chosen from --threshold)."),
     click.option("--rows", type=click.IntRange(1), help="Rows per band r (default: chosen from --threshold)."),
 )
-candidate_options = click.option(
-    "--max-bucket", type=click.IntRange(2), default=CandidateParams().max_bucket, show_default=True,
-    help="A bucket with more documents is paired with its first document only (star), and reported.")
+candidate_options = _options(
+    click.option("--max-bucket", type=click.IntRange(2), default=CandidateParams().max_bucket, show_default=True,
+                 help="A bucket with more documents is paired with its first document only (star), and reported."),
+    click.option("--min-shingles", type=click.IntRange(0), default=CandidateParams().min_shingles, metavar="N",
+                 show_default=True, help="Never pair documents with fewer shingles (stubs, licence headers); "
+                                         "counted on stderr. Lower it for short texts such as titles."),
+    click.option("--min-size", type=click.IntRange(0), default=CandidateParams().min_size, metavar="BYTES",
+                 show_default=True, help="Never pair documents of fewer bytes of text; counted on stderr."),
+)
 cluster_options = _options(
     click.option("--link", type=click.Choice(["keeper", "connected"]), default=ClusterParams().link,
                  show_default=True, help="keeper: every member is >= the threshold against its keeper; connected: "
@@ -558,9 +564,9 @@ def band(ctx, threshold, bands, rows):
 @candidate_options
 @common_options
 @click.pass_context
-def candidates(ctx, max_bucket):
+def candidates(ctx, max_bucket, min_shingles, min_size):
     """Pairs of documents sharing a bucket in at least one band."""
-    stages.candidates(_app(ctx).open(command="candidates"), CandidateParams(max_bucket))
+    stages.candidates(_app(ctx).open(command="candidates"), CandidateParams(max_bucket, min_shingles, min_size))
 
 
 @cli.command()
@@ -609,6 +615,7 @@ def cluster(ctx, link, keep, prefer):
 @common_options
 @click.pass_context
 def run(ctx, paths, unit, k, whitespace, strip_punct, num_perm, seed, minhash, threshold, bands, rows, max_bucket,
+        min_shingles, min_size,
         references, link, keep, prefer, groups, index, new_only, rebuild, replay, **source):
     """All stages, from documents to verified pairs (or groups, or paths) on stdout."""
     app = _app(ctx)
@@ -650,7 +657,7 @@ def run(ctx, paths, unit, k, whitespace, strip_punct, num_perm, seed, minhash, t
                    then=(signature_params, band_params))
     stages.signature(runner, signature_params)
     stages.band(runner, threshold, bands, rows)
-    stages.candidates(runner, CandidateParams(max_bucket))
+    stages.candidates(runner, CandidateParams(max_bucket, min_shingles, min_size))
     stages.verify(runner, VerifyParams(stages.inherited_threshold(runner.work, threshold)))
     app.last = "verify"
     if (app.select or "pairs") != "pairs" or app.reference_only:

@@ -118,10 +118,12 @@ def read_path_list(stream, null: bool) -> list[str]:
 
 
 def list_items(args: list[str], params: SourceParams, stdin=None, spool: Callable | None = None,
-               lazy: bool = False) -> Listing:
+               lazy: bool = False, progress: Callable[[Iterator], Iterator] | None = None) -> Listing:
     """Every Item under the given arguments, sorted by id (so the result does not depend on listing order); an
     item found under two arguments is listed once. lazy: for one folder, items is an iterator that lists the
-    folder as it is consumed (already in id order), so that its first partitions can be read meanwhile."""
+    folder as it is consumed (already in id order), so that its first partitions can be read meanwhile.
+    progress: wraps the walk of each folder (to show the files found so far)."""
+    counted = progress or (lambda items: items)
     skipped = {"hidden": 0, "symlink": 0, "excluded": 0}
     found: list[Item] = []
     expanded: list[str] = []
@@ -142,8 +144,8 @@ def list_items(args: list[str], params: SourceParams, stdin=None, spool: Callabl
             raise InputError(f"{arg}: cannot read ({e.strerror})") from None
         if stat.S_ISDIR(st.st_mode):
             if lazy and len(expanded) == 1:
-                return Listing(_walk(arg, params, skipped), skipped, expanded)
-            found.extend(_walk(arg, params, skipped))
+                return Listing(counted(_walk(arg, params, skipped)), skipped, expanded)
+            found.extend(counted(_walk(arg, params, skipped)))
         elif stat.S_ISREG(st.st_mode):
             found.append(Item("file", arg, arg, st.st_size, st.st_mtime_ns, inode=st.st_ino))
         else:

@@ -20,6 +20,7 @@ from . import corpus
 from .catalog import Catalog, item_digest, plan, shard_columns
 from .config import (DEFAULT_THRESHOLD, FORMAT, BandParams, CandidateParams, ClusterParams, ShingleParams,
                      SignatureParams, SourceParams, VerifyParams, digest)
+from .engine import counter
 from .errors import InputError, ParameterError, WorkDirError
 from .groups import KeeperRules, build_groups
 from .kernels import lsh, minhash, sets
@@ -293,7 +294,8 @@ def shingle(runner: Runner, args: list[str], source: SourceParams, params: Shing
     work = runner.work
     previous = work.read_manifest()["stages"].get("shingle")
     # with nothing stored there is nothing to match: a folder's first partitions are shingled while it is listed
-    listing = corpus.list_items([*args, *references], source, stdin, spool=work.spool, lazy=previous is None)
+    listing = corpus.list_items([*args, *references], source, stdin, spool=work.spool, lazy=previous is None,
+                                progress=counter(getattr(runner.engine, "progress", False), "listing", "file"))
     inputs = [{"path": p, "reference": i >= len(listing.args) - len(references)} for i, p in enumerate(listing.args)]
     nothing = InputError(f"{' '.join(args)}: no documents found (folder empty, or every file hidden or excluded)")
     streamed = not isinstance(listing.items, list)
@@ -743,10 +745,17 @@ def band_candidates(task: BandTask) -> tuple[np.ndarray, np.ndarray, np.ndarray]
     return pairs, counts, np.concatenate(large).astype(np.int64)
 
 
-def pairing_order(catalog: Catalog) -> np.ndarray:
-    """Global numbers of the live documents with at least one shingle (an empty set has no similarity, so is
-    never a candidate), sorted by id (UTF-8 bytes sort in code point order, as Python sorts str)."""
-    numbers = np.flatnonzero(catalog.live & (catalog["shingles"] > 0))
+def pairable(catalog: Catalog, params: CandidateParams) -> np.ndarray:
+    """Which rows can pair: live, with at least one shingle (an empty set has no similarity) and at least
+    --min-shingles and --min-size (too short to say anything by being alike: stubs, licence headers)."""
+    return (catalog.live & (catalog["shingles"] >= max(params.min_shingles, 1))
+            & (catalog["size"] >= params.min_size))
+
+
+def pairing_order(catalog: Catalog, params: CandidateParams) -> np.ndarray:
+    """Global numbers of the documents that can pair (pairable), sorted by id (UTF-8 bytes sort in code point
+    order, as Python sorts str)."""
+    numbers = np.flatnonzero(pairable(catalog, params))
     ids = catalog.id_bytes()[numbers]
     if len(ids) > 1 and not (ids[1:] > ids[:-1]).all():  # appended shards: restore id order
         numbers = numbers[np.argsort(ids, kind="stable")]
@@ -766,7 +775,7 @@ def _previous_candidates(work: WorkDir, basis: dict) -> dict | None:
     if record is None or "basis" not in record or _up_to_date(work, "candidates", record["key"]) is None:
         return None
     old = record["basis"]
-    if any(old[f] != basis[f] for f in ("signature", "bands", "max_bucket")) or \
+    if any(old.get(f) != basis[f] for f in ("signature", "bands", "max_bucket", "min_shingles", "min_size")) or \
             old["shards"] != basis["shards"][:len(old["shards"])]:
         return None
     return record
@@ -784,10 +793,13 @@ def candidates(runner: Runner, params: CandidateParams) -> dict:
         return record
     docs = load_docs(work, shingle_record)
     order_path = work.output("candidates", "order.npy", key)
-    work.save_array(order_path, pairing_order(docs.catalog))
+    order = pairing_order(docs.catalog, params)
+    work.save_array(order_path, order)
+    small = int((docs.catalog.live & (docs.catalog["shingles"] > 0)).sum()) - len(order)  # (0: counted as short)
     bands = upstream["params"]["bands"]
     basis = {"signature": work.read_manifest()["stages"]["signature"]["params"], "bands": upstream["params"],
-             "max_bucket": params.max_bucket, "shards": shingle_record["partitions"],
+             "max_bucket": params.max_bucket, "min_shingles": params.min_shingles, "min_size": params.min_size,
+             "shards": shingle_record["partitions"],
              "documents": int(sum(shingle_record["docs"]))}
     previous = _previous_candidates(work, basis)
     if previous is not None:
@@ -826,12 +838,19 @@ def candidates(runner: Runner, params: CandidateParams) -> dict:
     record = {"key": key, "params": asdict(params), "upstream": upstream["key"], "basis": basis,
               "files": _files(work, "candidates", key, "order.npy", "pairs.npy", "counts.npy", "large_buckets.jsonl",
                               *(name for _, k, d in files for name in (k, d))),
-              "stats": {"candidates": int(len(pairs)), "large_buckets": len(large)}}
+              "stats": {"candidates": int(len(pairs)), "large_buckets": len(large), "small": small}}
     work.record_stage("candidates", record)
     since = " (the last run's, updated where new, changed or deleted documents fall)" if previous else ""
-    runner.log(f"candidates: {plural(len(pairs), 'pair shares', 'pairs share')} a bucket in at least one band{since}")
+    runner.log(f"candidates: {plural(len(pairs), 'pair shares', 'pairs share')} a bucket in at least one band{since}"
+               + (f"; {plural(small, 'document')} under {_limits(params)} skipped (never paired)" if small else ""))
     _warn_large_buckets(runner, large, params.max_bucket, docs, work.output("candidates", "large_buckets.jsonl", key))
     return record
+
+
+def _limits(params: CandidateParams) -> str:
+    """The size filters in force, as options: '--min-shingles 20 or --min-size 100'."""
+    return " or ".join(f"--{name.replace('_', '-')} {value}" for name, value in
+                       (("min_shingles", params.min_shingles), ("min_size", params.min_size)) if value)
 
 
 def _warn_large_buckets(runner: Runner, large: list[dict], max_bucket: int, docs, listed: Path) -> None:
@@ -1136,6 +1155,12 @@ def mark_reported(work: WorkDir) -> None:
         work.set(reported=record["run"])
 
 
+def _candidate_params(work: WorkDir) -> CandidateParams:
+    """What the candidates stage paired with (the defaults if it has not run)."""
+    record = work.read_manifest()["stages"].get("candidates")
+    return CandidateParams(**record["params"]) if record is not None else CandidateParams()
+
+
 def _band_index(work: WorkDir, shingle_record: dict, band_record: dict):
     """Each band's (sorted keys, documents) of the documents that can pair: the candidates stage's band index
     when it is current, else sorted here."""
@@ -1146,7 +1171,7 @@ def _band_index(work: WorkDir, shingle_record: dict, band_record: dict):
             yield from zip(work.load_array(work.output("candidates", keys_file, record["key"]), "candidates"),
                            work.load_array(work.output("candidates", docs_file, record["key"]), "candidates"))
         return
-    members = np.sort(pairing_order(load_catalog(work, shingle_record)))
+    members = np.sort(pairing_order(load_catalog(work, shingle_record), _candidate_params(work)))
     keys = np.concatenate([work.load_array(work.part("band", n, "npy"), "band", mmap=True)[:]
                            for n in shingle_record["shards"]])[members]
     for j in range(band_record["params"]["bands"]):
@@ -1185,6 +1210,12 @@ def query(work: WorkDir, paths: list[str], stdin, threshold: float | None) -> tu
         lo, hi = np.searchsorted(sorted_keys, keys[:, j], "left"), np.searchsorted(sorted_keys, keys[:, j], "right")
         found.append(np.stack([np.repeat(np.arange(len(records)), hi - lo), numbers[sets.ranges(lo, hi - lo)]], axis=1))
     pairs = lsh.unique_pairs(np.concatenate(found))
+    limits = _candidate_params(work)
+    small = [i for i, r in enumerate(records) if r["shingles"] < limits.min_shingles or r["size"] < limits.min_size]
+    for i in small:
+        problems.setdefault("messages", []).append(
+            f"{records[i]['id']}: under the index's {_limits(limits) or 'one shingle'}; not paired")
+    pairs = pairs[~np.isin(pairs[:, 0], small)].reshape(-1, 2)
     ids = catalog.ids_of(sets.sorted_unique(pairs[:, 1]).tolist())  # of ~100,000, the few found: not the whole column
     pairs = pairs[[records[a]["id"] != ids[b] for a, b in pairs.tolist()]].reshape(-1, 2)
     mine = [(values, offsets)]

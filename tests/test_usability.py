@@ -221,3 +221,45 @@ def test_copy_names_lose_and_times_count_in_whole_seconds(tmp_path):
     oldest = groups_of(neardup("-w", tmp_path / "w", "run", d, "--groups", "--format", "jsonl", "--keep",
                                "oldest").stdout)
     assert {os.path.basename(g["keeper"]) for g in oldest} == {"report (1).txt", "a.txt"}
+
+
+# ------------------------------------------------------------------------------------------ short documents
+
+def _stubs_and_texts(d):
+    d.mkdir()
+    stub = "# Licensed under the Apache License, Version 2.0; see LICENSE.\n"  # 9 words: 5 shingles
+    for name in ("pkg1/__init__.py", "pkg2/__init__.py", "a.txt", "b.txt"):
+        (d / name).parent.mkdir(exist_ok=True)
+        (d / name).write_text(stub if name.endswith(".py") else TEXT)
+    return d
+
+
+def test_short_documents_are_not_paired_by_default(tmp_path):
+    d = _stubs_and_texts(tmp_path / "d")
+    w = tmp_path / "w"
+    r = neardup("-w", w, "run", d)
+    assert r.stdout == f"1.0000\t{d}/a.txt\t{d}/b.txt\n"
+    assert "2 documents under --min-shingles 20 skipped (never paired)" in r.stderr
+    uniques = neardup("-w", w, "run", d, "--print", "uniques").stdout.split()
+    assert uniques == [f"{d}/pkg1/__init__.py", f"{d}/pkg2/__init__.py"]  # still documents, listed as unique
+    assert neardup("-w", w, "run", d, "--min-shingles", 0).stdout.count("__init__.py") == 2  # the stubs' pair
+    sized = neardup("-w", w, "run", d, "--min-shingles", 0, "--min-size", len(TEXT) + 1)
+    assert sized.stdout == "" and f"4 documents under --min-size {len(TEXT) + 1} skipped" in sized.stderr
+
+
+def test_short_document_filters_may_change_from_run_to_run_of_an_index(tmp_path):
+    d = _stubs_and_texts(tmp_path / "d")
+    index = tmp_path / "index"
+    assert neardup("run", d, "--index", index, "--min-shingles", 0).stdout.count("\n") == 2
+    again = neardup("run", d, "--index", index)
+    assert again.returncode == 0 and again.stdout == neardup("-w", tmp_path / "w", "run", d).stdout
+    probe = tmp_path / "probe.py"
+    probe.write_text((d / "pkg1/__init__.py").read_text())
+    q = neardup("query", probe, "--index", index)
+    assert q.returncode == 0 and q.stdout == "" and "under the index's --min-shingles 20; not paired" in q.stderr
+
+
+def test_listing_shows_the_files_found_so_far(tmp_path):
+    r = neardup("-w", tmp_path / "w", "run", SAMPLE, "--progress")
+    assert r.returncode == 0 and "listing: 34 files found" in r.stderr
+    assert "listing:" not in neardup("-w", tmp_path / "w2", "run", SAMPLE).stderr  # not a terminal: no bars
