@@ -81,7 +81,7 @@ class CandidateParams:
 @dataclasses.dataclass(frozen=True)
 class ClusterParams:
     link: str = "keeper"  # or "connected"
-    keep: tuple[str, ...] = ("first", "nocopy", "oldest", "shallowest", "alpha")
+    keep: tuple[str, ...] = ("first", "nocopy", "central", "oldest", "shallowest", "alpha")
     prefer: str | None = None
 
 

@@ -1026,7 +1026,9 @@ def cluster(runner: Runner, params: ClusterParams) -> dict:
         return np.concatenate(out) if out else np.empty(0)
 
     rules = KeeperRules.parse(",".join(params.keep), params.prefer)
-    groups = build_groups(docs, edges, upstream["params"]["threshold"], rules, params.link, similarity, anchors)
+    weights = work.load_array(work.current("verify", "scores.npy"), "verify")[:, 0]  # (Jaccard, estimate) per edge
+    groups = build_groups(docs, edges, upstream["params"]["threshold"], rules, params.link, similarity, anchors,
+                          weights)
     work.save_jsonl(work.output("cluster", "clusters.jsonl", key), groups)
     record = {"key": key, "params": asdict(params), "upstream": upstream["key"],
               "files": _files(work, "cluster", key, "clusters.jsonl"), "stats": {

@@ -186,8 +186,8 @@ def test_inspect_finds_the_cache_work_dir_of_its_inputs(docs, tmp_path):
 
 # ------------------------------------------------------------------------------------------ keepers
 
-def _keepers(folder, w) -> dict[str, str]:
-    groups = groups_of(neardup("-w", w, "run", folder, "--groups", "--format", "jsonl").stdout)
+def _keepers(folder, w, *options) -> dict[str, str]:
+    groups = groups_of(neardup("-w", w, "run", folder, "--groups", "--format", "jsonl", *options).stdout)
     return {os.path.basename(g["keeper"]): sorted(os.path.basename(m["id"]) for m in g["members"]) for g in groups}
 
 
@@ -196,14 +196,16 @@ def test_default_keepers_of_a_fresh_clone_are_the_originals(docs, tmp_path):
     second = int(time.time()) - 3600
     for p in docs.iterdir():
         os.utime(p, ns=(second * 10**9, second * 10**9))
-    equal = _keepers(docs, tmp_path / "w1")
+    equal = [_keepers(docs, tmp_path / "w1"), _keepers(docs, tmp_path / "w2", "-t", 0.5)]
     rng = random.Random(5)
     for p in sorted(docs.iterdir()):
         t = second * 10**9 + rng.randrange(10**9)
         os.utime(p, ns=(t, t))
-    assert _keepers(docs, tmp_path / "w2") == equal
-    assert sorted(equal) == sorted(f"{topic}_original.txt" for topic in (
+    assert [_keepers(docs, tmp_path / "w3"), _keepers(docs, tmp_path / "w4", "-t", 0.5)] == equal
+    originals = sorted(f"{topic}_original.txt" for topic in (
         "bicycle_history", "chess_openings", "lighthouses", "sourdough", "tide_pools", "water_treatment"))
+    assert sorted(equal[0]) == sorted(equal[1]) == originals
+    assert any("light_edit" in name for members in equal[1].values() for name in members)  # edits joined at 0.5
 
 
 def test_copy_names_lose_and_times_count_in_whole_seconds(tmp_path):
@@ -221,6 +223,20 @@ def test_copy_names_lose_and_times_count_in_whole_seconds(tmp_path):
     oldest = groups_of(neardup("-w", tmp_path / "w", "run", d, "--groups", "--format", "jsonl", "--keep",
                                "oldest").stdout)
     assert {os.path.basename(g["keeper"]) for g in oldest} == {"report (1).txt", "a.txt"}
+
+
+def test_central_keeps_the_version_the_others_were_made_from(tmp_path):
+    d = tmp_path / "d"
+    d.mkdir()
+    words = TEXT.split()
+    texts = {"b_original.txt": words, "a_edit1.txt": words[:-3] + ["x", "y", "z"],
+             "c_edit2.txt": ["p", "q", "r"] + words[3:]}  # two edits of b, each nearer to b than to each other
+    for name, text in texts.items():
+        (d / name).write_text(" ".join(text))
+        age = 0 if name == "b_original.txt" else 100  # the original is the newest file: oldest would not keep it
+        os.utime(d / name, (time.time() - age, time.time() - age))
+    assert set(_keepers(d, tmp_path / "w", "-t", 0.8)) == {"b_original.txt"}
+    assert set(_keepers(d, tmp_path / "w", "-t", 0.8, "--keep", "alpha")) == {"a_edit1.txt"}
 
 
 # ------------------------------------------------------------------------------------------ short documents
