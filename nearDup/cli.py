@@ -434,7 +434,7 @@ class Results:
 
         pairs = [p for p in saved if p["jaccard"] >= threshold]
         return cls(pairs, lambda: grouped()["groups"], lambda: grouped()["docs"],
-                   params={"threshold": threshold, **{k: v for k, v in dataclasses.asdict(params).items()}},
+                   params={"threshold": threshold, **dataclasses.asdict(params)},
                    size_of=lambda member: grouped()["docs"][member["doc"]]["size"])
 
 

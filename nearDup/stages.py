@@ -486,7 +486,8 @@ def _shingle_summary(record: dict) -> str:
         ("binary", f"{plural(s.get('binary', 0), 'binary file')} skipped"),
         ("replaced", f"{s.get('replaced')} with invalid UTF-8 replaced"),
         ("bad_lines", f"{plural(s.get('bad_lines', 0), 'bad JSONL line')} skipped")) if s.get(k)]
-    notes += [f"{plural(n, *SKIPPED_NOUNS.get(kind, (kind,)))} skipped" for kind, n in s.get("skipped", {}).items() if n]
+    notes += [f"{plural(n, *SKIPPED_NOUNS.get(kind, (kind,)))} skipped"
+              for kind, n in s.get("skipped", {}).items() if n]
     changes = [f"{s[k]} {k}" for k in ("added", "removed", "renamed") if s.get(k)]
     if changes and s.get("added") != s["docs"]:
         notes.append("this run: " + ", ".join(changes))
