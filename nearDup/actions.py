@@ -8,6 +8,7 @@ import hashlib
 import os
 import re
 import stat
+import sys
 import zlib
 
 import numpy as np
@@ -17,6 +18,7 @@ from .config import ShingleParams, SourceParams
 from .errors import InputError
 from .kernels import sets
 from .kernels.shingle import CodePointHasher, kgram_hashes, word_hashes
+from .output import plural
 
 ACTIONS = ("remove", "move", "link")
 _REVERSED_BITS = bytes(int(f"{i:08b}"[::-1], 2) for i in range(256))
@@ -42,7 +44,7 @@ def sh_quote(text: str) -> str:
 # ------------------------------------------------------------------------------------------------ script
 
 _PROLOGUE = """#!/bin/sh
-# Written by nearDup {version}: {action} {count} near-duplicate file(s). Review it before running it.
+# Written by nearDup {version}: {action} {count}. Review it before running it.
 #   sh {name}        {verb} each duplicate below, after re-checking it and its keeper
 #   sh {name} -n     dry run: print what would be done ({dry}), change nothing
 # Paths are absolute, with their folders resolved at the scan: the script does the same from any folder.
@@ -207,7 +209,7 @@ def make_script(groups: list[dict], docs: dict[str, dict], action: str, quaranti
             count += 1
     warning = (f"\n# {hidden} action(s) below name files with control, bidi or undecodable characters: read the "
                f"WARNING comment above each, where they are shown escaped." if hidden else "")
-    prologue = _PROLOGUE.format(version=__version__, action=action, count=count, name=name, verb=_VERBS[action],
+    prologue = _PROLOGUE.format(version=__version__, action=action, count=plural(count, "near-duplicate file"), name=name, verb=_VERBS[action],
                                 dry=_DRY[action], warning=warning, body=_BODIES[action],
                                 same_file=_SAME_FILE["link" if action == "link" else "other"],
                                 extra_args="; quarantine folder, target" if action == "move" else "")
@@ -218,13 +220,20 @@ def make_script(groups: list[dict], docs: dict[str, dict], action: str, quaranti
 
 # ------------------------------------------------------------------------------------------------ compare
 
-def _shingles(path: str, params: ShingleParams, explain: bool) -> tuple[np.ndarray, list | None, np.ndarray | None]:
-    """A file's shingle set as a run stores it: read by corpus.read_documents (a file over corpus.STREAM_BYTES
-    streamed block by block) and shingled by stages.shingle_documents. With explain, for a file read whole, also
-    its tokens and the hash of the shingle starting at each token, for the passages."""
+def _shingles(path: str, params: ShingleParams, explain: bool,
+              stdin=None) -> tuple[np.ndarray, list | None, np.ndarray | None]:
+    """A file's shingle set as a run stores it (or of the text on stdin for "-"): read by corpus.read_documents (a
+    file over corpus.STREAM_BYTES streamed block by block) and shingled by stages.shingle_documents. With explain,
+    for a text read whole, also its tokens and the hash of the shingle starting at each token, for the passages."""
     source, problems = SourceParams(), {}
-    items = corpus.list_items([path if path != "-" else "./-"], source).items  # a file, never a path list
-    documents = [doc for _, doc in corpus.read_documents(items, source, problems)]
+    if path == "-":
+        raw = (stdin or sys.stdin.buffer).read()
+        decoded = corpus.decode(raw)
+        documents = [] if decoded is None else [corpus.Document("-", decoded[0], len(raw), 0, "", decoded[1])]
+        problems["binary"] = int(decoded is None)
+    else:
+        items = corpus.list_items([path], source).items
+        documents = [doc for _, doc in corpus.read_documents(items, source, problems)]
     _, values, _ = stages.shingle_documents(((doc, {}) for doc in documents), params, problems)
     if problems.get("binary"):
         raise InputError(f"{path}: binary file (it has NUL bytes); compare reads text only")
@@ -242,12 +251,15 @@ def _shingles(path: str, params: ShingleParams, explain: bool) -> tuple[np.ndarr
     return sets.sorted_unique(values), tokens, kgram_hashes(th, np.array([len(th)]), params.k)[1]
 
 
-def compare(path_a: str, path_b: str, params: ShingleParams, explain: bool = False) -> dict:
+def compare(path_a: str, path_b: str, params: ShingleParams, explain: bool = False, stdin=None) -> dict:
     """Exact Jaccard |A∩B|/|A∪B| and containments |A∩B|/|A|, |A∩B|/|B| of two documents' shingle sets (the sets a
     run compares), and with explain the passages of A (token ranges) made of shingles that B has too; tokens_a is
-    None when A is too large to be held whole (over corpus.STREAM_BYTES)."""
-    set_a, tokens_a, hashes_a = _shingles(path_a, params, explain)
-    set_b = _shingles(path_b, params, False)[0]
+    None when A is too large to be held whole (over corpus.STREAM_BYTES). Either (not both) may be "-": the text
+    on stdin."""
+    if path_a == path_b == "-":
+        raise InputError("compare: only one of A and B can be - (the text on stdin)")
+    set_a, tokens_a, hashes_a = _shingles(path_a, params, explain, stdin)
+    set_b = _shingles(path_b, params, False, stdin)[0]
     inter = len(np.intersect1d(set_a, set_b, assume_unique=True))
     union = len(set_a) + len(set_b) - inter
     passages = []

@@ -14,15 +14,16 @@ import traceback
 from typing import Callable
 
 import click
+from click.core import ParameterSource
 
 from . import __version__, actions, admin, cache, corpus, settings, stages
 from .config import (DEFAULT_THRESHOLD, METHODS, UNITS, CandidateParams, ClusterParams, ShingleParams,
                      SignatureParams, SourceParams, VerifyParams, default_jobs)
 from .engine import make_engine
-from .errors import NearDupError
+from .errors import InputError, NearDupError
 from .groups import DEFAULT_RULES, RULES, KeeperRules, replay_groups
 from .kernels import lsh
-from .output import FORMATS, SELECTIONS, Printer, text_stream
+from .output import FORMATS, SELECTIONS, Printer, human_size, plural, text_stream
 from .store import STAGES, WorkDir
 
 SHINGLE_DEFAULTS = ShingleParams()
@@ -119,6 +120,8 @@ def _abort_output() -> None:
     for app in _ACTIVE:
         if app.printer is not None and not app.finished:
             try:
+                if not app.printer.started:  # the results were not reached: the parameters as given
+                    app.printer.header(__version__, app.select or "pairs", app.given)
                 app.printer.summary({}, aborted=True)
                 app.printer.stream.flush()
             except (OSError, ValueError):
@@ -158,6 +161,7 @@ class App:
     action: str = "remove"
     quarantine: str | None = None
     printer: Printer | None = None
+    given: dict = dataclasses.field(default_factory=dict)  # the options given, for the JSONL header
     finished: bool = False
     last: str | None = None  # the last stage whose result can be printed: verify or cluster
     index: bool = False  # the work dir is an --index: one transaction per run, parameters fixed
@@ -174,11 +178,13 @@ class App:
                 and os.environ.get("TERM", "") != "dumb")
 
     def start_output(self, params: dict) -> None:
-        """Open stdout for results and, for JSONL, write the header now (so an abort can close the stream)."""
+        """Open stdout for results. The JSONL header is written with the results, when every parameter is
+        resolved (an abort before then writes it with the options given, and closes the stream)."""
+        _check_output(self)
         if self.printer is None and not self.quiet:
             fmt = "tsv" if self.select == "script" else self.output_format()  # a script is a script
             self.printer = Printer(text_stream(sys.stdout.buffer), fmt, self.null, self.use_color())
-            self.printer.header(__version__, self.select or "pairs", params)
+            self.given = params
             _ACTIVE.append(self)
 
     def open(self, default: str | None = None, command: str = "") -> stages.Runner:
@@ -211,6 +217,22 @@ class App:
 
 def _log(message: str) -> None:
     click.echo(message, err=True)
+
+
+PATH_LISTS = ("dupes", "keepers", "uniques")
+JSONL_SCRIPT = ("--print script acts on files, and JSONL records are not files: there is nothing to act on; use "
+                "--print dupes or --groups --format jsonl to list the duplicate records")
+
+
+def _check_output(app: App) -> None:
+    """Refuse a --format that the selection would ignore."""
+    if app.select == "script" and app.fmt:
+        raise click.UsageError(f"--print script writes a sh script: --format {app.fmt} does not apply; drop it")
+    if app.select in PATH_LISTS and app.fmt in ("csv", "fdupes"):
+        raise click.UsageError(f"--print {app.select} prints one path per line: --format {app.fmt} does not apply; "
+                               f"use --format jsonl or tsv, or no --format")
+    if app.fmt == "fdupes" and app.select == "pairs":
+        raise click.UsageError("--format fdupes prints groups, as fdupes does: drop --print pairs")
 
 
 def _app(ctx: click.Context) -> App:
@@ -286,6 +308,23 @@ def common_options(f):
     return f
 
 
+def _without(*names: str):
+    """Leave out of a command the common options that do nothing for it (its help does not list them, and given
+    to it they are "No such option"); given before the command, they are refused by _refuse_common."""
+    def apply(f):
+        f.__click_params__ = [p for p in f.__click_params__ if p.name not in names]
+        return f
+    return apply
+
+
+def _refuse_common(ctx: click.Context, command: str, names: tuple[str, ...]) -> None:
+    """A common option given before a command it does nothing for (`neardup -j 4 query ...`) is an error."""
+    root = ctx.find_root()
+    for param in root.command.params:
+        if param.name in names and root.get_parameter_source(param.name) not in (None, ParameterSource.DEFAULT):
+            raise click.UsageError(f"{param.opts[-1]} does not apply to {command}; drop it")
+
+
 def _options(*decorators):
     def apply(f):
         for decorator in reversed(decorators):
@@ -333,9 +372,15 @@ band_options = _options(
     click.option("--bands", type=click.IntRange(1), help="Number of bands b (default: chosen from --threshold)."),
     click.option("--rows", type=click.IntRange(1), help="Rows per band r (default: chosen from --threshold)."),
 )
-candidate_options = click.option(
-    "--max-bucket", type=click.IntRange(2), default=CandidateParams().max_bucket, show_default=True,
-    help="A bucket with more documents is paired with its first document only (star), and reported.")
+candidate_options = _options(
+    click.option("--max-bucket", type=click.IntRange(2), default=CandidateParams().max_bucket, show_default=True,
+                 help="A bucket with more documents is paired with its first document only (star), and reported."),
+    click.option("--min-shingles", type=click.IntRange(0), default=CandidateParams().min_shingles, metavar="N",
+                 show_default=True, help="Never pair documents with fewer shingles (stubs, licence headers); "
+                                         "counted on stderr. Lower it for short texts such as titles."),
+    click.option("--min-size", type=click.IntRange(0), default=CandidateParams().min_size, metavar="BYTES",
+                 show_default=True, help="Never pair documents of fewer bytes of text; counted on stderr."),
+)
 cluster_options = _options(
     click.option("--link", type=click.Choice(["keeper", "connected"]), default=ClusterParams().link,
                  show_default=True, help="keeper: every member is >= the threshold against its keeper; connected: "
@@ -376,9 +421,11 @@ class Results:
     groups: Callable[[], list[dict]]
     docs: Callable[[], list[dict]]
     soft_errors: int = 0
+    params: dict = dataclasses.field(default_factory=dict)  # every parameter the results were made with
+    size_of: Callable[[dict], int] = lambda member: 0  # a group member's size in bytes
 
     @classmethod
-    def of_workdir(cls, runner: stages.Runner, new_only: bool = False) -> "Results":
+    def of_workdir(cls, runner: stages.Runner, last: str, new_only: bool = False) -> "Results":
         """The stored results; new_only: only the pairs and groups that involve a document added or changed
         since the last report (and those documents)."""
         work = runner.work
@@ -388,8 +435,10 @@ class Results:
             return new is None or any(i in new for i in ids)
 
         pairs = [p for p in stages.verified_pairs(work) if involved((p["a"], p["b"]))]
+        sizes = stages.load_docs(work).catalog["size"]
         return cls(pairs, lambda: [g for g in stages.clusters(work) if involved(m["id"] for m in g["members"])],
-                   lambda: [d for d in stages.load_docs(work).live() if involved((d["id"],))], runner.soft_errors)
+                   lambda: [d for d in stages.load_docs(work).live() if involved((d["id"],))], runner.soft_errors,
+                   stages.resolved_params(work, last), lambda member: int(sizes[member["doc"]]))
 
 
     @classmethod
@@ -403,13 +452,17 @@ class Results:
             return cache
 
         pairs = [p for p in saved if p["jaccard"] >= threshold]
-        return cls(pairs, lambda: grouped()["groups"], lambda: grouped()["docs"])
+        return cls(pairs, lambda: grouped()["groups"], lambda: grouped()["docs"],
+                   params={"threshold": threshold, **dataclasses.asdict(params)},
+                   size_of=lambda member: grouped()["docs"][member["doc"]]["size"])
 
 
 def _report(app: App, results: Results) -> int:
     """Print the results as --print asks (default: pairs after verify, groups after cluster); return the exit
     status."""
-    select = app.select or ("groups" if app.last == "cluster" else "pairs")
+    select = app.select or ("groups" if app.last == "cluster" or app.fmt == "fdupes" else "pairs")
+    if select == "script" and results.params.get("jsonl"):
+        raise InputError(JSONL_SCRIPT)
     pairs = results.pairs
     all_groups = results.groups() if select != "pairs" or app.reference_only else None
     groups = all_groups
@@ -421,6 +474,8 @@ def _report(app: App, results: Results) -> int:
                                                           for m in g["members"]))
     printer = app.printer
     if printer is not None:
+        given = {k: v for k, v in app.given.items() if k not in results.params}
+        printer.header(__version__, select, {**results.params, **given})  # resolved first, then the rest given
         if select == "pairs":
             printer.pairs(pairs)
         elif select == "groups":
@@ -437,9 +492,23 @@ def _report(app: App, results: Results) -> int:
         printer.summary(counts)
         printer.stream.flush()
     app.finished = True
+    if not app.quiet:
+        _log("summary: " + _summary(pairs, groups, results.size_of))
     if results.soft_errors:
         return 2
     return 1 if app.exit_code and (groups if groups is not None else pairs) else 0
+
+
+def _summary(pairs: list[dict], groups: list[dict] | None, size_of: Callable[[dict], int]) -> str:
+    """The last line on stderr, like `fdupes -m`: how many groups and duplicates, and the bytes the duplicates
+    take (what removing them would free); without groups, how many pairs among how many documents."""
+    if groups is None:
+        documents = len({p["a"] for p in pairs} | {p["b"] for p in pairs})
+        return f"{plural(len(pairs), 'pair')} among {plural(documents, 'document')}"
+    dupes = [m for g in groups for m in g["members"] if m["role"] == "duplicate"]
+    size = sum(size_of(m) for m in dupes)
+    return (f"{plural(len(groups), 'group')}, {plural(len(dupes), 'duplicate')}, {plural(size, 'byte')} "
+            f"({human_size(size)}) in duplicates")
 
 
 # ---------------------------------------------------------------------------------------------- commands
@@ -475,7 +544,7 @@ def _finish(ctx, results):
     if app.last is None:
         app.runner.work.commit()
         return 2 if app.runner.soft_errors else 0
-    code = _report(app, Results.of_workdir(app.runner, app.new_only))
+    code = _report(app, Results.of_workdir(app.runner, app.last, app.new_only))
     stages.mark_reported(app.runner.work)
     app.runner.work.commit()
     if app.cached:
@@ -520,9 +589,9 @@ def band(ctx, threshold, bands, rows):
 @candidate_options
 @common_options
 @click.pass_context
-def candidates(ctx, max_bucket):
+def candidates(ctx, max_bucket, min_shingles, min_size):
     """Pairs of documents sharing a bucket in at least one band."""
-    stages.candidates(_app(ctx).open(command="candidates"), CandidateParams(max_bucket))
+    stages.candidates(_app(ctx).open(command="candidates"), CandidateParams(max_bucket, min_shingles, min_size))
 
 
 @cli.command()
@@ -571,6 +640,7 @@ def cluster(ctx, link, keep, prefer):
 @common_options
 @click.pass_context
 def run(ctx, paths, unit, k, whitespace, strip_punct, num_perm, seed, minhash, threshold, bands, rows, max_bucket,
+        min_shingles, min_size,
         references, link, keep, prefer, groups, index, new_only, rebuild, replay, **source):
     """All stages, from documents to verified pairs (or groups, or paths) on stdout."""
     app = _app(ctx)
@@ -580,6 +650,8 @@ def run(ctx, paths, unit, k, whitespace, strip_punct, num_perm, seed, minhash, t
         app.workdir, app.index = index, True
     app.new_only = new_only
     if groups and not settings.given(ctx, "select"):  # --groups wins over a --print from the config or environment
+        app.select = "groups"
+    elif app.fmt == "fdupes" and app.select is None:  # fdupes prints groups, as fdupes does
         app.select = "groups"
     cluster_params = _cluster_params(link, keep, prefer)
     if replay:
@@ -600,6 +672,8 @@ def run(ctx, paths, unit, k, whitespace, strip_punct, num_perm, seed, minhash, t
     if not paths:
         raise click.UsageError("give at least one PATH (a file, a folder, or - for paths on stdin), or --replay")
     source_params = _source(null=app.null, **source)
+    if source_params.jsonl and app.select == "script":
+        raise InputError(JSONL_SCRIPT)
     shingle_params = ShingleParams(unit, k, whitespace, strip_punct)
     for path in paths:  # before a cache work dir is made for them
         if path != "-" and not os.path.exists(path):
@@ -621,7 +695,7 @@ def run(ctx, paths, unit, k, whitespace, strip_punct, num_perm, seed, minhash, t
                    then=(signature_params, band_params))
     stages.signature(runner, signature_params)
     stages.band(runner, threshold, bands, rows)
-    stages.candidates(runner, CandidateParams(max_bucket))
+    stages.candidates(runner, CandidateParams(max_bucket, min_shingles, min_size))
     stages.verify(runner, VerifyParams(stages.inherited_threshold(runner.work, threshold)))
     app.last = "verify"
     if (app.select or "pairs") != "pairs" or app.reference_only:
@@ -642,18 +716,26 @@ def script(ctx):
     app.last = "cluster"  # reads the stored groups; an error names the stage to run if there are none
 
 
+COMPARE_IGNORES = ("workdir", "jobs", "scheduler", "scheduler_file", "force", "wait_lock", "progress", "select",
+                   "fmt", "null", "exit_code", "reference_only")
+
+
 @cli.command()
 @click.argument("a", type=click.Path(dir_okay=False))
 @click.argument("b", type=click.Path(dir_okay=False))
 @shingle_options
 @threshold_option
 @click.option("--explain", is_flag=True, help="Show A with the passages it shares with B highlighted.")
+@_without(*COMPARE_IGNORES)
 @common_options
 @click.pass_context
 def compare(ctx, a, b, unit, k, whitespace, strip_punct, threshold, explain):
-    """Exact Jaccard and containment of two documents; exit 0 if Jaccard >= --threshold, else 1."""
+    """Exact Jaccard and containment of two documents (files; - for the text on stdin); exit 0 if Jaccard >=
+    --threshold, else 1."""
     app = _app(ctx)
+    _refuse_common(ctx, "compare", COMPARE_IGNORES)
     threshold = threshold if threshold is not None else DEFAULT_THRESHOLD
+    # "-": the text on stdin
     result = actions.compare(a, b, ShingleParams(unit, k, whitespace, strip_punct), explain and not app.quiet)
     if not app.quiet:
         lines = [f"jaccard\t{result['jaccard']:.4f}",
@@ -684,27 +766,38 @@ def _explain(app: App, result: dict, unit: str) -> None:
             text.append(sep)
         position = end
     click.echo(f"shared passages of A: {len(result['passages'])} (covering "
-               f"{sum(e - s for s, e in result['passages'])} of {len(tokens)} {unit}s)")
+               f"{sum(e - s for s, e in result['passages'])} of {plural(len(tokens), unit)})")
     Console(force_terminal=app.use_color(), no_color=not app.use_color(), highlight=False, soft_wrap=True,
             emoji=False).print(text, markup=False)
+
+
+QUERY_IGNORES = ("workdir", "jobs", "scheduler", "scheduler_file", "force", "progress", "reference_only")
 
 
 @cli.command()
 @click.argument("paths", nargs=-1, type=str)
 @click.option("--index", type=click.Path(file_okay=False), metavar="DIR", required=True,
               help="The index (or any work dir) to search.")
-@threshold_option
+@shingle_options
+@signature_options
+@band_options
+@_without(*QUERY_IGNORES)
 @common_options
 @click.pass_context
-def query(ctx, paths, index, threshold):
+def query(ctx, paths, index, threshold, **fixed):
     """Near-duplicates in an index of the given files (or of the text on stdin, with no PATH or -), with their
-    scores; the index is only read. Each pair is (query document, indexed document)."""
+    scores; the index is only read. Each pair is (query document, indexed document). Shingle, signature and band
+    options are those of the index: given (a cron script's option list), they must equal its own."""
     app = _app(ctx)
-    if app.select not in (None, "pairs"):
-        raise click.UsageError("query prints pairs: --print pairs is the only choice")
+    _refuse_common(ctx, "query", QUERY_IGNORES)
+    if app.select not in (None, "pairs") or app.fmt == "fdupes":
+        raise click.UsageError("query prints pairs: --print pairs is the only choice, and --format fdupes (groups) "
+                               "does not apply")
     work = WorkDir(index, create=False)
     work.lock(app.wait_lock, shared=True)  # waits only for a run writing the index
     ctx.find_root().call_on_close(work.release)
+    stages.check_query_parameters(work, {name: value for name, value in fixed.items()
+                                         if ctx.get_parameter_source(name) not in (None, ParameterSource.DEFAULT)})
     pairs, problems = stages.query(work, list(paths), None, threshold)
     for message in problems.get("messages", []):
         _log(f"warning: {message}")
@@ -714,7 +807,8 @@ def query(ctx, paths, index, threshold):
     app.last = "verify"
     app.start_output({k: v for k, v in ctx.params.items() if v not in (None, (), False) and k != "index"})
     soft = problems.get("unreadable", 0) + problems.get("vanished", 0)
-    ctx.exit(_report(app, Results(pairs, lambda: [], lambda: [], soft)))
+    resolved = {**stages.resolved_params(work, "band"), "threshold": stages.inherited_threshold(work, threshold)}
+    ctx.exit(_report(app, Results(pairs, lambda: [], lambda: [], soft, resolved)))
 
 
 @cli.command()
@@ -725,7 +819,8 @@ def tune(threshold, bands, rows, num_perm):
     params = stages.choose_bands(num_perm, threshold, bands, rows)
     b, r = params.bands, params.rows
     t = params.threshold
-    lines = [f"num_perm {num_perm}: b = {b} bands x r = {r} rows" + (f", chosen for threshold {t}" if t else "")]
+    lines = [f"num_perm {num_perm}: b = {plural(b, 'band')} x r = {plural(r, 'row')}"
+             + (f", chosen for threshold {t}" if t else "")]
     lines.append(stages.describe_bands(params, num_perm))
     if t:
         fp, fn = lsh.error_areas(min(t, 0.99), [b], [r])
@@ -736,14 +831,33 @@ def tune(threshold, bands, rows, num_perm):
     click.echo("\n".join(lines))
 
 
+INSPECT_IGNORES = ("jobs", "scheduler", "scheduler_file", "force", "wait_lock", "progress", "select", "fmt", "null",
+                   "color", "quiet", "exit_code", "reference_only")
+
+
 @cli.command()
+@click.argument("paths", nargs=-1, type=str)
+@source_options
+@shingle_options
+@_without(*INSPECT_IGNORES)
 @common_options
 @click.pass_context
-def inspect(ctx):
-    """What each stage of the work dir holds, with which parameters, and whether it is up to date."""
+def inspect(ctx, paths, unit, k, whitespace, strip_punct, **source):
+    """What each stage of the work dir holds, with which parameters, and whether it is up to date. The work dir
+    is -w DIR, or the cache work dir `run PATH...` made for the same PATHs and source and shingle options."""
     app = _app(ctx)
+    _refuse_common(ctx, "inspect", INSPECT_IGNORES)
+    if app.workdir and paths:
+        raise click.UsageError("give either -w/--workdir or the PATHs `run` was given, not both")
+    if paths:
+        found = stages.default_workdir(list(paths), _source(null=app.null, **source),
+                                       ShingleParams(unit, k, whitespace, strip_punct))
+        if not os.path.isdir(found):
+            raise click.UsageError(f"no cache work dir for {' '.join(paths)} with these options (looked for "
+                                   f"{found}); run `neardup run {' '.join(paths)}` first, with the same options")
+        app.workdir = found
     if not app.workdir:
-        raise click.UsageError("inspect needs a work dir: pass -w/--workdir DIR")
+        raise click.UsageError("inspect needs a work dir: pass -w/--workdir DIR, or the PATHs given to `run`")
     work = WorkDir(app.workdir, create=False)
     manifest = work.read_manifest()
     click.echo(f"work dir {work.root} (format {manifest['format']}, written by nearDup {manifest['version']})")
@@ -759,12 +873,13 @@ def inspect(ctx):
         click.echo(f"{name}: {status} at {record.get('completed', '?')}, params {json.dumps(record['params'])}")
         if name == "shingle":
             s = record["stats"]
-            click.echo(f"  {s['docs']} documents in {len(record['partitions'])} partitions, {s['bytes']} bytes, "
-                       f"{s['shingles']} shingles, {s.get('short', 0)} too short, {s.get('binary', 0)} binary "
-                       f"skipped, {s.get('replaced', 0)} with invalid UTF-8")
+            click.echo(f"  {plural(s['docs'], 'document')} in {plural(len(record['partitions']), 'partition')}, "
+                       f"{plural(s['bytes'], 'byte')}, {plural(s['shingles'], 'shingle')}, {s.get('short', 0)} too "
+                       f"short, {s.get('binary', 0)} binary skipped, {s.get('replaced', 0)} with invalid UTF-8")
             dead = sum(record["docs"]) - s["docs"]
-            click.echo(f"  run {record['run']}: {s.get('added', 0)} documents added, {s.get('removed', 0)} removed, "
-                       f"{s.get('renamed', 0)} renamed; {dead} stored rows of removed or changed documents; "
+            click.echo(f"  run {record['run']}: {plural(s.get('added', 0), 'document')} added, "
+                       f"{s.get('removed', 0)} removed, {s.get('renamed', 0)} renamed; "
+                       f"{plural(dead, 'stored row')} of removed or changed documents; "
                        f"reported up to run {manifest.get('reported', 0)}"
                        + ("; an index (parameters fixed)" if manifest.get("index") else ""))
         elif "stats" in record:

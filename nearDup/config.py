@@ -72,12 +72,16 @@ class BandParams:
 @dataclasses.dataclass(frozen=True)
 class CandidateParams:
     max_bucket: int = 1000
+    # Shorter documents are never paired. In the Python standard library every pair below 20 shingles is a stub
+    # (a licence header, `from x import *`: 54 of 85 pairs, all <= 13 shingles) and the smallest real one has 78.
+    min_shingles: int = 20
+    min_size: int = 0  # bytes of text
 
 
 @dataclasses.dataclass(frozen=True)
 class ClusterParams:
     link: str = "keeper"  # or "connected"
-    keep: tuple[str, ...] = ("first", "oldest", "shallowest", "alpha")
+    keep: tuple[str, ...] = ("first", "nocopy", "central", "oldest", "shallowest", "alpha")
     prefer: str | None = None
 
 

@@ -121,17 +121,20 @@ def read_path_list(stream, null: bool) -> list[str]:
 
 
 def list_items(args: list[str], params: SourceParams, stdin=None, spool: Callable | None = None,
-               lazy: bool = False, skip: tuple[str, ...] = ()) -> Listing:
+               lazy: bool = False, skip: tuple[str, ...] = (),
+               progress: Callable[[Iterator], Iterator] | None = None) -> Listing:
     """Every Item under the given arguments, sorted by id (so the result does not depend on listing order); an
     item found under two arguments is listed once. lazy: for one folder, items is an iterator that lists the
     folder as it is consumed (already in id order), so that its first partitions can be read meanwhile. skip:
-    folders never walked into (the work dir, whose own files are not documents).
+    folders never walked into (the work dir, whose own files are not documents). progress: wraps the walk of each
+    folder (to show the files found so far).
 
     A file is listed by one path only, however many name it (two spellings of a folder, a folder and a link to
     it, hard links): its first path by argument order, then id order; the others are counted in skipped["same
     file"]. Otherwise the file is paired with itself at Jaccard 1, and a script removes its only copy. A skipped
     path that is a symbolic link (--follow-links) is kept in links, under the path listed: removing that file
     would leave the link dangling."""
+    counted = progress or (lambda items: items)
     skipped = {"hidden": 0, "symlink": 0, "excluded": 0, "special": 0, SAME_FILE: 0}
     seen: dict[tuple[int, int], str] = {}  # (st_dev, st_ino) -> path, of the files listed so far
     links: dict[str, list[str]] = {}
@@ -160,9 +163,9 @@ def list_items(args: list[str], params: SourceParams, stdin=None, spool: Callabl
             raise InputError(f"{arg}: cannot read ({e.strerror})") from None
         if stat.S_ISDIR(st.st_mode):
             if lazy and len(expanded) == 1:
-                return Listing(_walk(arg, params, skipped, seen, every, links, skip_dirs), skipped, expanded,
-                               links)
-            found.extend(_walk(arg, params, skipped, seen, every, links, skip_dirs))
+                return Listing(counted(_walk(arg, params, skipped, seen, every, links, skip_dirs)), skipped,
+                               expanded, links)
+            found.extend(counted(_walk(arg, params, skipped, seen, every, links, skip_dirs)))
         elif stat.S_ISREG(st.st_mode):
             if (st.st_dev, st.st_ino) in seen:
                 skipped[SAME_FILE] += 1
@@ -544,6 +547,25 @@ def _read_jsonl(item: Item, path: str, params: SourceParams, problems: dict) -> 
         raw = text.encode("utf-8", "surrogatepass")
         yield Document(str(doc_id), text, len(raw), item.mtime_ns, hashlib.blake2b(raw, digest_size=16).hexdigest(),
                        False)
+
+
+def first_record_fields(item: Item) -> list[str] | None:
+    """The fields of the first JSON object in a JSONL item (what an error names when a field given is not
+    there), or None if it has none."""
+    try:
+        with open(item.path, "rb") as f:
+            f.seek(item.start)
+            block = f.read(item.end - item.start)
+    except OSError:
+        return None
+    for line in block.splitlines():
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(record, dict):
+            return list(record)
+    return None
 
 
 def _bad_line(problems: dict, params: SourceParams, message: str):

@@ -20,7 +20,7 @@ import time
 import uuid
 import warnings
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, Iterable, Iterator, Sequence
 
 from . import __version__
 from .config import FORMAT, default_jobs
@@ -441,6 +441,34 @@ class _Bar:
 
     def close(self) -> None:
         self.bar.close()
+
+
+COUNT_EVERY = 1024  # items between redraws of a counter: a plain add and test per item, not a call
+
+
+def counter(enabled: bool, desc: str, unit: str) -> Callable[[Iterable], Iterator] | None:
+    """A wrapper of an iterator (of files being listed) that shows how many items went by so far, on stderr, or
+    None when progress is off (no wrapper, no cost)."""
+    if not enabled:
+        return None
+
+    def counted(items: Iterable) -> Iterator:
+        from tqdm import tqdm
+
+        bar = tqdm(desc=desc, unit=f"{unit}s", total=None, file=sys.stderr, leave=False, mininterval=0.2,
+                   bar_format="{desc}: {n} {unit} found [{elapsed}]")
+        n = 0
+        try:
+            for item in items:
+                yield item
+                n += 1
+                if n % COUNT_EVERY == 0:
+                    bar.update(COUNT_EVERY)
+            bar.update(n % COUNT_EVERY)
+            bar.refresh()  # the final count, however soon it came
+        finally:
+            bar.close()
+    return counted
 
 
 def _progress_bar(enabled: bool, desc: str, sizes, unit: str, count: int, docs=None, nbytes=None):

@@ -19,8 +19,16 @@ from .corpus import under
 from .errors import ParameterError
 from .kernels.cluster import components, groups_of
 
-RULES = ("longest", "shortest", "oldest", "newest", "first", "shallowest", "alpha", "prefer")
-DEFAULT_RULES = ("first", "oldest", "shallowest", "alpha")
+RULES = ("longest", "shortest", "oldest", "newest", "first", "nocopy", "central", "shallowest", "alpha", "prefer")
+# A name that says "copy" is the surest sign of a copy; then the version closest to all the others (what they were
+# made from, in a group of three or more); then time (reset by clones, checkouts, copies and archive extraction,
+# so it often ties), depth, and the name, so the choice never depends on listing order (README).
+DEFAULT_RULES = ("first", "nocopy", "central", "oldest", "shallowest", "alpha")
+CENTRAL_DECIMALS = 9  # sums of Jaccard compared rounded: summed in another order they may differ in the last bit
+# What file managers, browsers and editors add to a copy's name: "X copy", "Copy of X", "X - Copy", "X_copy2",
+# "X (1)", "X.bak", "X backup", "X~". A letter on either side makes it another word ("copyright", "photocopy").
+COPY_NAME = re.compile(r"(?<![a-z])(copy|backup|bak)(?![a-z])|\(\d+\)|~$", re.IGNORECASE)
+MTIME_RESOLUTION = 1_000_000_000  # oldest/newest compare whole seconds: copies and clones differ by less
 ALL_PAIRS_UP_TO = 200  # groups up to this size get min/max Jaccard over all pairs; larger ones over known pairs
 
 
@@ -50,14 +58,19 @@ class KeeperRules:
     def _pattern(self) -> re.Pattern | None:
         return re.compile(self.prefer) if self.prefer else None
 
-    def sort_key(self, doc: dict) -> tuple:
+    def sort_key(self, doc: dict, centrality: float = 0.0) -> tuple:
+        """doc: a document record; centrality: the sum of its Jaccard similarities to the other members of its
+        group (verified pairs)."""
         pattern = self._pattern
         key: list = [not doc.get("reference", False)]
         for rule in self.order:
             key.append({
                 "longest": lambda: -doc["size"], "shortest": lambda: doc["size"],
-                "oldest": lambda: doc["mtime_ns"], "newest": lambda: -doc["mtime_ns"],
+                "oldest": lambda: doc["mtime_ns"] // MTIME_RESOLUTION,
+                "newest": lambda: -(doc["mtime_ns"] // MTIME_RESOLUTION),
                 "first": lambda: doc.get("arg", 0), "shallowest": lambda: doc["id"].count("/"),
+                "nocopy": lambda: COPY_NAME.search(doc["id"].rsplit("/", 1)[-1]) is not None,
+                "central": lambda: -centrality,
                 "alpha": lambda: doc["id"],
                 "prefer": lambda: not (pattern is not None and pattern.search(doc["id"]) is not None),
             }[rule]())
@@ -66,15 +79,21 @@ class KeeperRules:
 
 
 def build_groups(docs: list[dict], edges: np.ndarray, threshold: float, rules: KeeperRules, link: str,
-                 similarity: Callable[[np.ndarray, np.ndarray], np.ndarray], anchors: set[int]) -> list[dict]:
-    """Duplicate groups, largest first. docs: global document records; edges: (m, 2) verified pairs;
-    similarity(a, b): exact Jaccard of document arrays a and b, pairwise; anchors: documents that anchored a
-    bucket too large to pair out (groups holding one say so)."""
+                 similarity: Callable[[np.ndarray, np.ndarray], np.ndarray], anchors: set[int],
+                 weights: np.ndarray | None = None) -> list[dict]:
+    """Duplicate groups, largest first. docs: global document records; edges: (m, 2) verified pairs, weights
+    their Jaccard (computed when None and a rule needs it); similarity(a, b): exact Jaccard of document arrays a
+    and b, pairwise; anchors: documents that anchored a bucket too large to pair out (groups holding one say so)."""
     labels = components(len(docs), edges)
     pending = groups_of(labels)
     groups = []
+    central = "central" in rules.order
+    if central and weights is None:
+        weights = similarity(edges[:, 0], edges[:, 1]) if len(edges) else np.empty(0)
+    strength = _strength(len(docs), edges, weights) if central else np.zeros(len(docs))
     while pending:
-        keepers = np.array([min(g.tolist(), key=lambda d: rules.sort_key(docs[d])) for g in pending], np.int64)
+        keepers = np.array([min(g.tolist(), key=lambda d: rules.sort_key(docs[d], strength[d])) for g in pending],
+                           np.int64)
         others = [g[g != k] for g, k in zip(pending, keepers)]
         sims = np.split(similarity(np.repeat(keepers, [len(o) for o in others]), np.concatenate(others)),
                         np.cumsum([len(o) for o in others])[:-1])
@@ -86,6 +105,8 @@ def build_groups(docs: list[dict], edges: np.ndarray, threshold: float, rules: K
                 if len(far) > 1:  # the rest may still be near-duplicates of each other
                     inside = np.isin(edges[:, 0], far) & np.isin(edges[:, 1], far)
                     pending.extend(groups_of(components(len(docs), edges[inside])))
+                    if central:  # their centrality among themselves
+                        strength[far] = _strength(len(docs), edges[inside], weights[inside])[far]
             if len(members):
                 groups.append(_group(docs, keeper, members, sim, anchors))
     _pairwise_bounds(groups, docs, edges, similarity)
@@ -93,6 +114,14 @@ def build_groups(docs: list[dict], edges: np.ndarray, threshold: float, rules: K
     for number, group in enumerate(groups, start=1):
         group["group"] = number
     return groups
+
+
+def _strength(n: int, edges: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """Each document's sum of the Jaccard of its verified pairs (its weighted degree), rounded."""
+    out = np.zeros(n)
+    np.add.at(out, edges[:, 0], weights)
+    np.add.at(out, edges[:, 1], weights)
+    return np.round(out, CENTRAL_DECIMALS)
 
 
 def _group(docs, keeper: int, members: np.ndarray, sim: np.ndarray, anchors: set[int]) -> dict:

@@ -17,6 +17,19 @@ SCHEMA = 1
 PAIR_FIELDS = ("jaccard", "a", "b", "estimate", "intersection", "union")
 
 
+def plural(n: int, noun: str, nouns: str | None = None) -> str:
+    """'1 pair', '3 pairs' (nouns: an irregular plural): every count in a message goes through here."""
+    return f"{n} {noun if n == 1 else nouns or noun + 's'}"
+
+
+def human_size(size: int) -> str:
+    """Bytes in decimal units, one decimal: 22107 -> '22.1 kB'."""
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if size >= scale:
+            return f"{size / scale:.1f} {unit}"
+    return plural(size, "byte")
+
+
 def displayable(text: str) -> str:
     """A string safe for a terminal: undecodable bytes (surrogate escapes) shown as \\xNN."""
     return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
@@ -29,9 +42,11 @@ class Printer:
         self.stream, self.fmt, self.color = stream, fmt, color
         self.end = "\0" if null else "\n"
         self._console = None
+        self.started = False  # the header was written
 
     # -------------------------------------------------------------------------------- framing (jsonl only)
     def header(self, tool_version: str, selection: str, params: dict) -> None:
+        self.started = True
         if self.fmt == "jsonl":
             self._json({"type": "header", "schema": SCHEMA, "tool": "nearDup", "version": tool_version,
                         "print": selection, "params": params})
@@ -56,10 +71,7 @@ class Printer:
             console = self._rich()
             for p in pairs:
                 console.print(f"[bold]{p['jaccard']:.4f}[/]  {_esc(p['a'])}  [dim]~[/]  {_esc(p['b'])}")
-        elif self.fmt == "fdupes":
-            for p in pairs:
-                self.stream.write(f"{p['a']}{self.end}{p['b']}{self.end}{self.end}")
-        else:
+        else:  # (fdupes prints groups: the command line asks for them)
             for p in pairs:
                 self.stream.write(f"{p['jaccard']:.4f}\t{p['a']}\t{p['b']}{self.end}")
 

@@ -21,11 +21,13 @@ from .catalog import (Catalog, binary_columns, binary_of, item_digest, plan, sha
                       skip_known_binary)
 from .config import (DEFAULT_THRESHOLD, FORMAT, BandParams, CandidateParams, ClusterParams, ShingleParams,
                      SignatureParams, SourceParams, VerifyParams, digest)
+from .engine import counter
 from .errors import InputError, ParameterError, WorkDirError
 from .groups import KeeperRules, build_groups
 from .kernels import lsh, minhash, sets
 from .kernels.shingle import (CodePointHasher, finish_word, kgram_hashes, prepare_word_tables, word_hashes,
                               word_state)
+from .output import plural
 from .store import STAGES, WorkDir
 
 SHINGLE_FILES = ("docs.npz", "values.npy", "offsets.npy")
@@ -288,6 +290,10 @@ def _lookahead(pieces):
 
 CATALOG = "catalog.npz"
 BINARY = "binary.npz"  # the binary files skipped, with their fingerprints (catalog.binary_columns)
+SKIPPED_NOUNS = {"hidden": ("hidden entry", "hidden entries"), "symlink": ("symlink",), "excluded": ("excluded file",),
+                 "special": ("special file",),
+                 corpus.SAME_FILE: ("path of a file already listed", "paths of files already listed")}
+SKIPPED_WHY = {"special": " (FIFO, socket, device)", corpus.SAME_FILE: " (same file)"}
 
 
 def shingle_content(params: ShingleParams, source: SourceParams) -> dict:
@@ -308,7 +314,8 @@ def shingle(runner: Runner, args: list[str], source: SourceParams, params: Shing
     previous = work.read_manifest()["stages"].get("shingle")
     # with nothing stored there is nothing to match: a folder's first partitions are shingled while it is listed
     listing = corpus.list_items([*args, *references], source, stdin, spool=work.spool, lazy=previous is None,
-                                skip=(str(work.root),))  # a work dir inside an input folder holds no documents
+                                skip=(str(work.root),),  # a work dir inside an input folder holds no documents
+                                progress=counter(getattr(runner.engine, "progress", False), "listing", "file"))
     inputs = [{"path": p, "reference": i >= len(listing.args) - len(references)} for i, p in enumerate(listing.args)]
     nothing = InputError(f"{' '.join(args)}: no documents found (folder empty, or every file hidden or excluded)")
     streamed = not isinstance(listing.items, list)
@@ -413,10 +420,10 @@ def shingle(runner: Runner, args: list[str], source: SourceParams, params: Shing
               "bytes": shard_bytes, "run": run, "next_shard": next_shard + len(parts),
               "files": _files(work, "shingle", key, CATALOG, *([BINARY] if binary else [])),
               "stats": totals, **({"links": listing.links} if listing.links else {})}
-    _check_documents(runner, record, params, args)
+    _check_documents(runner, record, params, args, listing.items if source.jsonl else ())
     work.record_stage("shingle", record)
-    runner.log(f"shingle: {_shingle_summary(record)}" + (f"; {reused} of {len(parts)} new partitions reused "
-                                                          "from an interrupted run" if reused else ""))
+    runner.log(f"shingle: {_shingle_summary(record)}" + (f"; {reused} of {plural(len(parts), 'new partition')} "
+                                                          "reused from an interrupted run" if reused else ""))
     _report_problems(runner, record)
     return record
 
@@ -481,9 +488,21 @@ def _binary_found(part: corpus.PackedItems, ids) -> dict:
     return {item.id: (item.size, item.mtime_ns, item.inode) for item in part if item.id in wanted}
 
 
-def _check_documents(runner: Runner, record: dict, params: ShingleParams, args: list[str]) -> None:
+def _check_documents(runner: Runner, record: dict, params: ShingleParams, args: list[str], items=()) -> None:
+    """Stop when there is nothing to pair; items: the JSONL items, whose first record names its fields when
+    the --id-field or --text-field given is not one of them."""
     stats = record["stats"]
     where = " ".join(args)
+    if not stats.get("docs") and items:
+        source = record["source"]
+        fields = corpus.first_record_fields(items[0])
+        missing = [(option, source[name]) for option, name in (("--id-field", "id_field"),
+                                                                ("--text-field", "text_field"))
+                   if fields is not None and source[name] not in fields]
+        if missing:
+            option, field = missing[0]
+            raise InputError(f"{where}: no record has the field {field!r} ({option}); the first record's fields are "
+                             f"{', '.join(map(repr, fields)) or 'none'}: pass {option} with one of them")
     if not stats.get("docs"):
         raise InputError(f"{where}: no readable text documents (binary: {stats.get('binary', 0)}, unreadable: "
                          f"{stats.get('unreadable', 0) + stats.get('vanished', 0)})")
@@ -507,14 +526,15 @@ def _check_documents(runner: Runner, record: dict, params: ShingleParams, args: 
 def _shingle_summary(record: dict) -> str:
     s = record["stats"]
     params = record["params"]
-    text = (f"{s['docs']} documents, {s['bytes'] / 1e6:.1f} MB, {s['shingles']} {params['k']}-{params['unit']} "
-            f"shingles in {len(record['partitions'])} partition{'s' if len(record['partitions']) != 1 else ''}")
-    notes = [f"{s[k]} {label}" for k, label in (
-        ("short", "too short for one shingle (kept, never paired)"), ("binary", "binary files skipped"),
-        ("replaced", "with invalid UTF-8 replaced"), ("bad_lines", "bad JSONL lines skipped"))
-        if s.get(k)]
-    notes += [f"{n} path{'s' if n != 1 else ''} of files already listed skipped (same file)" if kind == corpus.SAME_FILE
-              else f"{n} special files skipped (FIFO, socket, device)" if kind == "special" else f"{n} {kind} skipped"
+    shingle = f"{params['k']}-{params['unit']} shingle"
+    text = (f"{plural(s['docs'], 'document')}, {s['bytes'] / 1e6:.1f} MB, {plural(s['shingles'], shingle)} in "
+            f"{plural(len(record['partitions']), 'partition')}")
+    notes = [text for k, text in (
+        ("short", f"{s.get('short')} too short for one shingle (kept, never paired)"),
+        ("binary", f"{plural(s.get('binary', 0), 'binary file')} skipped"),
+        ("replaced", f"{s.get('replaced')} with invalid UTF-8 replaced"),
+        ("bad_lines", f"{plural(s.get('bad_lines', 0), 'bad JSONL line')} skipped")) if s.get(k)]
+    notes += [f"{plural(n, *SKIPPED_NOUNS.get(kind, (kind,)))} skipped{SKIPPED_WHY.get(kind, '')}"
               for kind, n in s.get("skipped", {}).items() if n]
     changes = [f"{s[k]} {k}" for k in ("added", "removed", "renamed") if s.get(k)]
     if changes and s.get("added") != s["docs"]:
@@ -604,7 +624,7 @@ def signature(runner: Runner, params: SignatureParams) -> dict:
     shards = upstream["shards"]
     record = _up_to_date(work, "signature", key)
     if record is not None and all(work.part_done("signature", n, k, ("npy",)) for n, k in zip(shards, keys)):
-        runner.log(f"signature: up to date ({params.num_perm} {params.method} permutations)")
+        runner.log(f"signature: up to date ({plural(params.num_perm, params.method + ' permutation')})")
         return record
     reused, _ = _map_partitions(runner, "signature", signature_partition, shards, keys, ("npy",),
                              lambda i: PartitionTask(str(work.root), shards[i], keys[i], params),
@@ -612,8 +632,9 @@ def signature(runner: Runner, params: SignatureParams) -> dict:
     record = {"key": key, "params": asdict(params), "upstream": upstream["key"], "partitions": keys,
               "shards": shards, "next_shard": upstream["next_shard"], "docs": upstream["docs"]}
     work.record_stage("signature", record)
-    runner.log(f"signature: {sum(upstream['docs'])} signatures of {params.num_perm} {params.method} permutations"
-               + (f"; {reused} of {len(keys)} partitions reused" if reused else ""))
+    runner.log(f"signature: {plural(sum(upstream['docs']), 'signature')} of "
+               f"{plural(params.num_perm, params.method + ' permutation')}"
+               + (f"; {reused} of {plural(len(keys), 'partition')} reused" if reused else ""))
     return record
 
 
@@ -711,7 +732,8 @@ def band(runner: Runner, threshold: float | None = None, bands: int | None = Non
 
 def describe_bands(params: BandParams, num_perm: int) -> str:
     used = params.bands * params.rows
-    return (f"b={params.bands} bands x r={params.rows} rows ({num_perm - used} of {num_perm} permutations unused); "
+    return (f"b={plural(params.bands, 'band')} x r={plural(params.rows, 'row')} ({num_perm - used} of "
+            f"{plural(num_perm, 'permutation')} unused); "
             f"threshold ~ (1/b)^(1/r) = {lsh.approximate_threshold(params.bands, params.rows):.3f}, "
             f"inflection {lsh.inflection_point(params.bands, params.rows):.3f}")
 
@@ -794,10 +816,17 @@ def band_candidates(task: BandTask) -> tuple[np.ndarray, np.ndarray, np.ndarray]
     return pairs, counts, np.concatenate(large).astype(np.int64)
 
 
-def pairing_order(catalog: Catalog) -> np.ndarray:
-    """Global numbers of the live documents with at least one shingle (an empty set has no similarity, so is
-    never a candidate), sorted by id (UTF-8 bytes sort in code point order, as Python sorts str)."""
-    numbers = np.flatnonzero(catalog.live & (catalog["shingles"] > 0))
+def pairable(catalog: Catalog, params: CandidateParams) -> np.ndarray:
+    """Which rows can pair: live, with at least one shingle (an empty set has no similarity) and at least
+    --min-shingles and --min-size (too short to say anything by being alike: stubs, licence headers)."""
+    return (catalog.live & (catalog["shingles"] >= max(params.min_shingles, 1))
+            & (catalog["size"] >= params.min_size))
+
+
+def pairing_order(catalog: Catalog, params: CandidateParams) -> np.ndarray:
+    """Global numbers of the documents that can pair (pairable), sorted by id (UTF-8 bytes sort in code point
+    order, as Python sorts str)."""
+    numbers = np.flatnonzero(pairable(catalog, params))
     ids = catalog.id_bytes()[numbers]
     if len(ids) > 1 and not (ids[1:] > ids[:-1]).all():  # appended shards: restore id order
         numbers = numbers[np.argsort(ids, kind="stable")]
@@ -817,7 +846,7 @@ def _previous_candidates(work: WorkDir, basis: dict) -> dict | None:
     if record is None or "basis" not in record or _up_to_date(work, "candidates", record["key"]) is None:
         return None
     old = record["basis"]
-    if any(old[f] != basis[f] for f in ("signature", "bands", "max_bucket")) or \
+    if any(old.get(f) != basis[f] for f in ("signature", "bands", "max_bucket", "min_shingles", "min_size")) or \
             old["shards"] != basis["shards"][:len(old["shards"])]:
         return None
     return record
@@ -831,14 +860,17 @@ def candidates(runner: Runner, params: CandidateParams) -> dict:
     upstream, key, record = _begin(runner, "candidates", params)
     shingle_record = require(work, "shingle")
     if record is not None:
-        runner.log(f"candidates: up to date ({record['stats']['candidates']} pairs)")
+        runner.log(f"candidates: up to date ({plural(record['stats']['candidates'], 'pair')})")
         return record
     docs = load_docs(work, shingle_record)
     order_path = work.output("candidates", "order.npy", key)
-    work.save_array(order_path, pairing_order(docs.catalog))
+    order = pairing_order(docs.catalog, params)
+    work.save_array(order_path, order)
+    small = int((docs.catalog.live & (docs.catalog["shingles"] > 0)).sum()) - len(order)  # (0: counted as short)
     bands = upstream["params"]["bands"]
     basis = {"signature": work.read_manifest()["stages"]["signature"]["params"], "bands": upstream["params"],
-             "max_bucket": params.max_bucket, "shards": shingle_record["partitions"],
+             "max_bucket": params.max_bucket, "min_shingles": params.min_shingles, "min_size": params.min_size,
+             "shards": shingle_record["partitions"],
              "documents": int(sum(shingle_record["docs"]))}
     previous = _previous_candidates(work, basis)
     if previous is not None:
@@ -877,17 +909,36 @@ def candidates(runner: Runner, params: CandidateParams) -> dict:
     record = {"key": key, "params": asdict(params), "upstream": upstream["key"], "basis": basis,
               "files": _files(work, "candidates", key, "order.npy", "pairs.npy", "counts.npy", "large_buckets.jsonl",
                               *(name for _, k, d in files for name in (k, d))),
-              "stats": {"candidates": int(len(pairs)), "large_buckets": len(large)}}
+              "stats": {"candidates": int(len(pairs)), "large_buckets": len(large), "small": small}}
     work.record_stage("candidates", record)
     since = " (the last run's, updated where new, changed or deleted documents fall)" if previous else ""
-    runner.log(f"candidates: {len(pairs)} pairs share a bucket in at least one band{since}")
-    for bucket in large[:10]:
-        runner.log(f"warning: band {bucket['band']} has a bucket of {bucket['size']} documents (over "
-                   f"--max-bucket {params.max_bucket}); paired each with {docs[bucket['anchor']]['id']} only")
-    if len(large) > 10:
-        runner.log(f"warning: {len(large) - 10} more large buckets, listed in "
-                   f"{work.output('candidates', 'large_buckets.jsonl', key)}")
+    runner.log(f"candidates: {plural(len(pairs), 'pair shares', 'pairs share')} a bucket in at least one band{since}"
+               + (f"; {plural(small, 'document')} under {_limits(params)} skipped (never paired)" if small else ""))
+    _warn_large_buckets(runner, large, params.max_bucket, docs, work.output("candidates", "large_buckets.jsonl", key))
     return record
+
+
+def _limits(params: CandidateParams) -> str:
+    """The size filters in force, as options: '--min-shingles 20 or --min-size 100'."""
+    return " or ".join(f"--{name.replace('_', '-')} {value}" for name, value in
+                       (("min_shingles", params.min_shingles), ("min_size", params.min_size)) if value)
+
+
+def _warn_large_buckets(runner: Runner, large: list[dict], max_bucket: int, docs, listed: Path) -> None:
+    """One warning per anchor (one cause, such as a boilerplate page copied 10,000 times, makes a large bucket in
+    nearly every band), largest first, at most 10."""
+    by_anchor: dict[int, list[dict]] = {}
+    for bucket in large:
+        by_anchor.setdefault(bucket["anchor"], []).append(bucket)
+    causes = sorted(by_anchor.items(), key=lambda kv: (-max(b["size"] for b in kv[1]), docs[kv[0]]["id"]))
+    for anchor, buckets in causes[:10]:
+        runner.log(f"warning: {plural(len(buckets), 'bucket')} over --max-bucket {max_bucket} in "
+                   f"{plural(len({b['band'] for b in buckets}), 'band')} (largest {max(b['size'] for b in buckets)} "
+                   f"documents) paired with their anchor {docs[anchor]['id']} only; see {listed}")
+    if len(causes) > 10:
+        rest = sum(len(buckets) for _, buckets in causes[10:])
+        runner.log(f"warning: {plural(rest, 'more large bucket')} with {plural(len(causes) - 10, 'other anchor')}; "
+                   f"see {listed}")
 
 
 # ---------------------------------------------------------------------------------------------- 5. verify
@@ -953,7 +1004,8 @@ def verify(runner: Runner, params: VerifyParams) -> dict:
     upstream, key, record = _begin(runner, "verify", params)
     warning = recall_warning(work, params.threshold)  # said with the results
     if record is not None:
-        runner.log(f"verify: up to date ({record['stats']['pairs']} pairs with Jaccard >= {params.threshold})")
+        runner.log(f"verify: up to date ({plural(record['stats']['pairs'], 'pair')} with Jaccard >= "
+                   f"{params.threshold})")
         if warning is not None:
             runner.log(f"warning: {warning}")
         return record
@@ -1007,7 +1059,8 @@ def verify(runner: Runner, params: VerifyParams) -> dict:
               "stats": {"candidates": len(pairs), "checked": n, "pairs": len(out), "rejected": len(pairs) - len(out)}}
     work.record_stage("verify", record)
     reused = f" ({len(pairs) - n} known from the last run)" if len(pairs) > n else ""
-    runner.log(f"verify: {len(out)} of {len(pairs)} candidate pairs have exact Jaccard >= {params.threshold}{reused}")
+    runner.log(f"verify: {len(out)} of {plural(len(pairs), 'candidate pair has', 'candidate pairs have')} exact "
+               f"Jaccard >= {params.threshold}{reused}")
     if warning is not None:
         runner.log(f"warning: {warning}")
     return record
@@ -1049,7 +1102,9 @@ def cluster(runner: Runner, params: ClusterParams) -> dict:
         return np.concatenate(out) if out else np.empty(0)
 
     rules = KeeperRules.parse(",".join(params.keep), params.prefer)
-    groups = build_groups(docs, edges, upstream["params"]["threshold"], rules, params.link, similarity, anchors)
+    weights = work.load_array(work.current("verify", "scores.npy"), "verify")[:, 0]  # (Jaccard, estimate) per edge
+    groups = build_groups(docs, edges, upstream["params"]["threshold"], rules, params.link, similarity, anchors,
+                          weights)
     work.save_jsonl(work.output("cluster", "clusters.jsonl", key), groups)
     record = {"key": key, "params": asdict(params), "upstream": upstream["key"],
               "files": _files(work, "cluster", key, "clusters.jsonl"), "stats": {
@@ -1063,7 +1118,8 @@ def cluster(runner: Runner, params: ClusterParams) -> dict:
 
 def _cluster_summary(record: dict) -> str:
     s = record["stats"]
-    return (f"{s['groups']} groups of {s['documents']} documents ({s['duplicates']} duplicates of a keeper; "
+    return (f"{plural(s['groups'], 'group')} of {plural(s['documents'], 'document')} "
+            f"({plural(s['duplicates'], 'duplicate')} of a keeper; "
             f"link {record['params']['link']})")
 
 
@@ -1100,6 +1156,30 @@ def inherited_threshold(work: WorkDir, given: float | None) -> float:
     return DEFAULT_THRESHOLD
 
 
+HEADER_SOURCE = ("jsonl", "id_field", "text_field", "strict", "include", "exclude", "hidden", "follow_links")
+
+
+def resolved_params(work: WorkDir, upto: str | None) -> dict:
+    """Every parameter the stored results up to stage `upto` were made with, from the stage records (what a
+    JSONL header records): shingle and source options, num_perm, seed, minhash, bands, rows, max_bucket, the
+    verify threshold, and the cluster rules. Where and how the work was done (jobs, partitions) is left out."""
+    records = work.read_manifest()["stages"]
+    out: dict = {}
+    for name in STAGES[:STAGES.index(upto) + 1] if upto in STAGES else ():
+        record = records.get(name)
+        if record is None:
+            continue
+        params = dict(record["params"])
+        if name == "shingle":
+            params.update({k: v for k, v in record.get("source", {}).items() if k in HEADER_SOURCE})
+        elif name == "signature":
+            params["minhash"] = params.pop("method")
+        elif name == "band":
+            params.pop("threshold", None)  # what (b, r) were chosen for; the results' threshold is verify's
+        out.update(sorted(params.items()))  # (a record read back from the manifest has its keys sorted)
+    return out
+
+
 def default_workdir(args: list[str], source: SourceParams, params: ShingleParams) -> str:
     """A work dir under the user's cache directory, keyed by the resolved inputs and the shingle parameters."""
     return os.path.join(cache.cache_root(), digest(cache.absolute(args), source, params)[:16])
@@ -1128,6 +1208,25 @@ def check_fixed_parameters(work: WorkDir, wanted: dict[str, dict]) -> None:
                     f"run with the index's parameters, or add --rebuild to rebuild the index with the new ones")
 
 
+QUERY_FIXED = {"unit": "shingle", "k": "shingle", "whitespace": "shingle", "strip_punct": "shingle",
+               "num_perm": "signature", "seed": "signature", "minhash": "signature", "bands": "band", "rows": "band"}
+
+
+def check_query_parameters(work: WorkDir, given: dict) -> None:
+    """A query uses the index's shingle, signature and band parameters; options given for them (a cron script
+    passes one option list to run and query) must equal the index's."""
+    records = work.read_manifest()["stages"]
+    for name, value in given.items():
+        record = records.get(QUERY_FIXED[name])
+        if record is None:
+            continue
+        stored = record["params"].get("method" if name == "minhash" else name)
+        if stored != value:
+            flag = "-k" if name == "k" else "--" + name.replace("_", "-")
+            raise ParameterError(f"{work.root}: this index was built with {flag} {stored}, not {value}; query uses "
+                                 f"the index's parameters: drop {flag} or give the index's value")
+
+
 def new_documents(work: WorkDir) -> set[str]:
     """Ids of the live documents added (new, or changed in content) since the last run whose results were
     reported."""
@@ -1145,6 +1244,12 @@ def mark_reported(work: WorkDir) -> None:
         work.set(reported=record["run"])
 
 
+def _candidate_params(work: WorkDir) -> CandidateParams:
+    """What the candidates stage paired with (the defaults if it has not run)."""
+    record = work.read_manifest()["stages"].get("candidates")
+    return CandidateParams(**record["params"]) if record is not None else CandidateParams()
+
+
 def _band_index(work: WorkDir, shingle_record: dict, band_record: dict):
     """Each band's (sorted keys, documents) of the documents that can pair: the candidates stage's band index
     when it is current, else sorted here."""
@@ -1155,7 +1260,7 @@ def _band_index(work: WorkDir, shingle_record: dict, band_record: dict):
             yield from zip(work.load_array(work.output("candidates", keys_file, record["key"]), "candidates"),
                            work.load_array(work.output("candidates", docs_file, record["key"]), "candidates"))
         return
-    members = np.sort(pairing_order(load_catalog(work, shingle_record)))
+    members = np.sort(pairing_order(load_catalog(work, shingle_record), _candidate_params(work)))
     keys = np.concatenate([work.load_array(work.part("band", n, "npy"), "band", mmap=True)[:]
                            for n in shingle_record["shards"]])[members]
     for j in range(band_record["params"]["bands"]):
@@ -1209,6 +1314,12 @@ def query(work: WorkDir, paths: list[str], stdin, threshold: float | None) -> tu
         lo, hi = np.searchsorted(sorted_keys, keys[:, j], "left"), np.searchsorted(sorted_keys, keys[:, j], "right")
         found.append(np.stack([np.repeat(np.arange(len(records)), hi - lo), numbers[sets.ranges(lo, hi - lo)]], axis=1))
     pairs = lsh.unique_pairs(np.concatenate(found))
+    limits = _candidate_params(work)
+    small = [i for i, r in enumerate(records) if r["shingles"] < limits.min_shingles or r["size"] < limits.min_size]
+    for i in small:
+        problems.setdefault("messages", []).append(
+            f"{records[i]['id']}: under the index's {_limits(limits) or 'one shingle'}; not paired")
+    pairs = pairs[~np.isin(pairs[:, 0], small)].reshape(-1, 2)
     ids = catalog.ids_of(sets.sorted_unique(pairs[:, 1]).tolist())  # of ~100,000, the few found: not the whole column
     pairs = pairs[[records[a]["id"] != ids[b] for a, b in pairs.tolist()]].reshape(-1, 2)
     mine = [(values, offsets)]

@@ -259,7 +259,7 @@ def test_touching_a_file_of_a_plain_work_dir_reuses_every_shard(tmp_path):
     again = invoke("-w", w, "run", folder)
     assert again.exit_code == 0, again.stderr
     signature = next(line for line in again.stderr.splitlines() if line.startswith("signature:"))
-    assert again.stdout == first.stdout and "1 of 1 partitions reused" in signature, again.stderr
+    assert again.stdout == first.stdout and "1 of 1 partition reused" in signature, again.stderr
 
 
 def test_an_index_keeps_the_bands_it_chose_for_its_threshold(folder, tmp_path):
