@@ -14,6 +14,8 @@ import tomllib
 from pathlib import Path
 
 import pytest
+
+from nearDup.groups import DEFAULT_RULES
 from click.testing import CliRunner
 
 from nearDup.cli import cli
@@ -150,7 +152,7 @@ def test_config_show_reports_each_value_and_its_source(tmp_path):
                      f"k = 3  # config file {config} [run]", f'include = ["*.txt"]  # config file {config} [run]',
                      "seed = 7  # environment NEARDUP_SEED", f"threshold = 0.7  # config file {config}",
                      "num-perm = 128  # default", "threshold = 0.6  # environment NEARDUP_TUNE_THRESHOLD",
-                     'keep = "first,oldest,shallowest,alpha"  # default']:
+                     f'keep = "{",".join(DEFAULT_RULES)}"  # default']:
         assert expected in lines, expected
     shown = tomllib.loads(r.stdout)  # the output is itself a config file
     assert shown["run"]["threshold"] == 0.7 and shown["tune"]["threshold"] == 0.6 and shown["jobs"] == 2
