@@ -209,8 +209,8 @@ def make_script(groups: list[dict], docs: dict[str, dict], action: str, quaranti
             count += 1
     warning = (f"\n# {hidden} action(s) below name files with control, bidi or undecodable characters: read the "
                f"WARNING comment above each, where they are shown escaped." if hidden else "")
-    prologue = _PROLOGUE.format(version=__version__, action=action, count=plural(count, "near-duplicate file"), name=name, verb=_VERBS[action],
-                                dry=_DRY[action], warning=warning, body=_BODIES[action],
+    prologue = _PROLOGUE.format(version=__version__, action=action, count=plural(count, "near-duplicate file"),
+                                name=name, verb=_VERBS[action], dry=_DRY[action], warning=warning, body=_BODIES[action],
                                 same_file=_SAME_FILE["link" if action == "link" else "other"],
                                 extra_args="; quarantine folder, target" if action == "move" else "")
     epilogue = _EPILOGUE.format(already="%s already linked, " if action == "link" else "",

@@ -274,7 +274,7 @@ def test_an_unchanged_binary_file_is_not_opened_again_by_an_index(tmp_path):
     text = (SAMPLE / "lighthouses_original.txt").read_bytes()
     blob.write_bytes(b"\0" * len(text))
     first = invoke("run", docs, "--index", index, "--print", "uniques")
-    assert first.exit_code == 0 and "34 documents" in first.stderr and "1 binary files skipped" in first.stderr
+    assert first.exit_code == 0 and "34 documents" in first.stderr and "1 binary file skipped" in first.stderr
     record = json.loads((index / "manifest.json").read_text())["stages"]["shingle"]
     st = blob.stat()
     with open(blob, "r+b") as f:  # same inode, same size, mtime put back: only reading it would tell
@@ -283,7 +283,7 @@ def test_an_unchanged_binary_file_is_not_opened_again_by_an_index(tmp_path):
     assert blob.stat().st_ino == st.st_ino
     again = invoke("run", docs, "--index", index, "--print", "uniques")
     assert again.exit_code == 0 and again.stdout == first.stdout, again.stderr
-    assert "shingle: up to date" in again.stderr and "1 binary files skipped" in again.stderr
+    assert "shingle: up to date" in again.stderr and "1 binary file skipped" in again.stderr
     now = json.loads((index / "manifest.json").read_text())["stages"]["shingle"]
     assert (now["shards"], now["next_shard"], now["key"]) == (record["shards"], record["next_shard"], record["key"])
     os.utime(blob, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))  # changed: read, and now it is text
@@ -297,7 +297,7 @@ def test_an_unchanged_binary_file_is_not_opened_again_by_an_index(tmp_path):
     record = json.loads((index / "manifest.json").read_text())["stages"]["shingle"]
     gone = invoke("run", docs, "--index", index)
     now = json.loads((index / "manifest.json").read_text())["stages"]["shingle"]
-    assert gone.exit_code == 0 and "1 binary files skipped" in gone.stderr, gone.stderr
+    assert gone.exit_code == 0 and "1 binary file skipped" in gone.stderr, gone.stderr
     assert now["next_shard"] == record["next_shard"] and set(now["shards"]) <= set(record["shards"])
 
 
