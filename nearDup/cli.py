@@ -449,6 +449,7 @@ def _finish(ctx, results):
     app = _app(ctx)
     if app.runner is None:
         return 0
+    app.runner.engine.finish()
     if app.last is None:
         app.runner.work.commit()
         return 2 if app.runner.soft_errors else 0

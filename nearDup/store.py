@@ -369,8 +369,27 @@ class WorkDir:
                                        f"pass --wait-lock SECONDS") from None
                 time.sleep(0.1)
         self._lock_fd = fd
+        _HELD_LOCKS.add(fd)
 
     def release(self) -> None:
         if self._lock_fd is not None:
-            os.close(self._lock_fd)
+            if self._lock_fd in _HELD_LOCKS:  # not in a forked child, which closed it already
+                _HELD_LOCKS.discard(self._lock_fd)
+                os.close(self._lock_fd)
             self._lock_fd = None
+
+
+# A flock belongs to the open file description, which fork shares: a worker holding a copy of the fd holds the lock
+# too, and one orphaned by a kill -9 of its parent kept every later run out. So no forked child keeps one.
+_HELD_LOCKS: set[int] = set()
+
+
+def _drop_locks_in_child() -> None:
+    for fd in _HELD_LOCKS:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+    _HELD_LOCKS.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_drop_locks_in_child)

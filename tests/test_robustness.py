@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -300,6 +301,101 @@ def test_sigterm_stops_cleanly_and_closes_jsonl(big_corpus, tmp_path):
     assert records[0]["type"] == "header" and records[-1] == {"type": "summary", "aborted": True}
     assert b"Traceback" not in err
     assert not [p for p in w.rglob("*") if ".tmp" in p.name]
+
+
+def _session(sid: int) -> list[int]:
+    """The live processes of session sid, from /proc: a killed leader's workers keep its session."""
+    found = []
+    for entry in os.listdir("/proc"):
+        try:
+            fields = (Path("/proc") / entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[3]) == sid and fields[0] != "Z":  # state, ppid, pgrp, session
+            found.append(int(entry))
+    return found
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="reads /proc")
+def test_kill_9_of_the_main_process_only_leaves_no_worker_and_no_lock(big_corpus, tmp_path):
+    """timeout -s KILL, the OOM killer and systemd's KillMode=process kill the main process only. Its workers
+    used to live on, blocked on their queue, deaf to SIGTERM and holding the work dir's lock: every later run
+    said "in use". Killed at random moments and in the idle-pool tail, nothing of the run may be left after 3 s,
+    the lock must be free at once, and the next run resumes to the same bytes."""
+    start = time.monotonic()
+    reference = neardup(*_run_args(big_corpus, tmp_path / "ref"))
+    duration = time.monotonic() - start
+    assert reference.returncode == 0
+    rng = random.Random(17)
+    for i, fraction in enumerate([rng.uniform(0.1, 0.8), rng.uniform(0.1, 0.8), 0.9, 0.97]):
+        w = tmp_path / f"w{i}"
+        proc = subprocess.Popen([sys.executable, "-m", "nearDup", *_run_args(big_corpus, w)],  # no pipes: an
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,  # orphan would keep them open
+                                start_new_session=True)
+        time.sleep(fraction * duration)
+        if proc.poll() is not None:  # finished first
+            continue
+        os.kill(proc.pid, signal.SIGKILL)  # the main process only, not its group
+        proc.wait()
+        deadline = time.monotonic() + 3
+        while _session(proc.pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        left = _session(proc.pid)
+        for pid in left:  # do not leave them to the next test
+            os.kill(pid, signal.SIGKILL)
+        assert not left, f"killed at {fraction:.0%}: processes of the run left: {left}"
+        if fraction < 0.9:
+            WorkDir(w).lock()  # free at once: no worker holds it
+            continue
+        resumed = neardup(*_run_args(big_corpus, w))  # no --wait-lock
+        assert resumed.returncode == 0, resumed.stderr
+        assert resumed.stdout == reference.stdout
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="reads /proc")
+def test_jobs_beyond_the_tasks_fork_no_more_workers_than_tasks(tmp_path):
+    """--jobs 1000 forked 1,000 processes for 34 documents. Workers are forked as tasks are submitted: never
+    more than the largest stage's tasks (12 partitions here), and the run says so."""
+    proc = subprocess.Popen([sys.executable, "-m", "nearDup", "-w", tmp_path / "w", "run", SAMPLE, "--jobs", "64",
+                             "--partition-docs", "3"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    most = 0
+    while proc.poll() is None:  # sampling can miss a worker, never see one too many
+        children = 0
+        for entry in os.listdir("/proc"):
+            try:
+                children += (Path("/proc") / entry / "stat").read_text().rsplit(")", 1)[1].split()[1] == str(proc.pid)
+            except (OSError, IndexError):
+                pass
+        most = max(most, children)
+        time.sleep(0.01)
+    out, err = proc.communicate()
+    assert proc.returncode == 0, err
+    assert 0 < most <= 12, most
+    note = [line for line in err.decode().splitlines() if line.startswith("--jobs 64:")]
+    assert len(note) == 1 and note[0].endswith("worker processes were enough (the largest stage had 12 tasks)")
+    assert int(note[0].split()[2]) <= 12
+    assert out == neardup("-w", tmp_path / "w1", "run", SAMPLE, "--jobs", "1").stdout
+
+
+def test_workers_never_hold_the_work_dirs_lock(tmp_path):
+    """A flock belongs to the open file description, which fork shares: a forked child must not keep it."""
+    holder = WorkDir(tmp_path / "w")
+    holder.lock()
+    ready, started = os.pipe()
+    child = os.fork()
+    if child == 0:  # a worker: alive, busy, never releasing anything itself
+        os.write(started, b"x")
+        time.sleep(5)
+        os._exit(0)
+    try:
+        os.read(ready, 1)  # the child is past fork
+        holder.release()
+        WorkDir(tmp_path / "w").lock()  # would say "in use by another nearDup run" while the child lives
+    finally:
+        os.kill(child, signal.SIGKILL)
+        os.waitpid(child, 0)
+        os.close(ready)
+        os.close(started)
 
 
 # ------------------------------------------------------------------------------------------ determinism
