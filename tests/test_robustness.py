@@ -300,7 +300,18 @@ def test_sigterm_stops_cleanly_and_closes_jsonl(big_corpus, tmp_path):
     records = [json.loads(x) for x in out.splitlines()]
     assert records[0]["type"] == "header" and records[-1] == {"type": "summary", "aborted": True}
     assert b"Traceback" not in err
+    assert err.decode().splitlines()[-1] == "neardup: interrupted; the next run resumes"  # it said nothing
     assert not [p for p in w.rglob("*") if ".tmp" in p.name]
+
+
+def test_an_interrupt_is_one_line_even_with_quiet(big_corpus, tmp_path):
+    proc = subprocess.Popen([sys.executable, "-m", "nearDup", *_run_args(big_corpus, tmp_path / "w"), "-q"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    time.sleep(0.7)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and out == b""
+    assert err.decode() == "neardup: interrupted; the next run resumes\n"
 
 
 def _session(sid: int) -> list[int]:
