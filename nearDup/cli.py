@@ -375,7 +375,7 @@ def _cluster_params(link, keep, prefer) -> ClusterParams:
 class Results:
     """What can be printed: the verified pairs, and (computed only when asked) the groups and the documents."""
 
-    pairs: list[dict]
+    pairs: "list[dict] | stages.StoredPairs"  # stored pairs are read as they are printed
     groups: Callable[[], list[dict]]
     docs: Callable[[], list[dict]]
     soft_errors: int = 0
@@ -390,7 +390,7 @@ class Results:
         def involved(ids) -> bool:
             return new is None or any(i in new for i in ids)
 
-        pairs = [p for p in stages.verified_pairs(work) if involved((p["a"], p["b"]))]
+        pairs = stages.verified_pairs(work, None if new is None else lambda p: involved((p["a"], p["b"])))
         return cls(pairs, lambda: [g for g in stages.clusters(work) if involved(m["id"] for m in g["members"])],
                    lambda: [d for d in stages.load_docs(work).live() if involved((d["id"],))], runner.soft_errors)
 

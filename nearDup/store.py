@@ -294,6 +294,17 @@ class WorkDir:
         except (ValueError, OSError):
             raise WorkDirError(f"{path}: corrupt or truncated; re-run the {stage} stage (or use --force)") from None
 
+    def iter_jsonl(self, path: Path, stage: str):
+        """The records of a JSONL file one by one, as load_jsonl reads them (a file of millions of records)."""
+        try:
+            with open(path, encoding="utf-8", errors="surrogatepass") as f:
+                for line in f:
+                    yield json.loads(line)
+        except FileNotFoundError:
+            raise WorkDirError(f"{path}: missing; re-run the {stage} stage (or use --force)") from None
+        except (ValueError, OSError):
+            raise WorkDirError(f"{path}: corrupt or truncated; re-run the {stage} stage (or use --force)") from None
+
     def save_table(self, path: Path, columns: dict) -> None:
         """Named arrays in one .npz (100,000 rows of a table load in milliseconds; JSON lines take a second)."""
         with atomic_file(path) as f:
