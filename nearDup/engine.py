@@ -75,6 +75,7 @@ class LocalEngine:
                     bar.done(i, results[-1])
                 return results
             import concurrent.futures
+            import concurrent.futures.process
 
             pool = self._workers()
             futures: list = []
@@ -90,6 +91,10 @@ class LocalEngine:
                 for f in concurrent.futures.as_completed(futures[shown:]):
                     bar.done(index[f], f.result())
                 return [f.result() for f in futures]
+            except concurrent.futures.process.BrokenProcessPool:  # killed by hand or by the OOM killer: not a bug
+                self.close(cancel=True)
+                raise ClusterError(f"{desc or fn.__name__}: a worker process died (killed, or out of memory?); run "
+                                   f"the same command again to resume (finished partitions are kept)") from None
             except BaseException:
                 self.close(cancel=True)
                 raise

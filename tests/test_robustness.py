@@ -396,6 +396,28 @@ def test_sigterm_during_a_long_verification_exits_within_2_seconds(tmp_path):
     assert not left
 
 
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="reads /proc")
+def test_a_worker_killed_alone_stops_the_run_with_one_line(tmp_path):
+    """A worker that gets SIGTERM (or the OOM killer's SIGKILL) ends at once; the run then says so in one line
+    (it said 'internal error: BrokenProcessPool'), and the next run resumes."""
+    docs = tmp_path / "docs"
+    generate_corpus(docs, n_base=300, seed=2)
+    args = ["-w", tmp_path / "w", "run", docs, "--jobs", "2", "--partition-docs", "5"]
+    proc = subprocess.Popen([sys.executable, "-m", "nearDup", *map(str, args)], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, start_new_session=True)
+    workers: list[int] = []
+    while not workers and proc.poll() is None:
+        workers = [pid for pid in _session(proc.pid) if pid != proc.pid]
+        time.sleep(0.01)
+    assert workers, "the run ended before a worker could be seen"
+    os.kill(workers[0], signal.SIGTERM)
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=10) == 2
+    lines = err.splitlines()
+    assert "a worker process died" in lines[-1] and "internal error" not in err and "Traceback" not in err
+    assert neardup(*args).returncode == 0
+
+
 def test_thousands_of_copies_of_one_text_stay_in_bounded_memory(tmp_path):
     """700 copies of one text are 244,650 pairs at Jaccard 1. Gathering every set once per pair, all the bands'
     pairs at once and the pairs as Python records took 310-330 MB (5,000 copies: 4 GB); now about 150 MB. Peak
