@@ -390,7 +390,7 @@ class Results:
         def involved(ids) -> bool:
             return new is None or any(i in new for i in ids)
 
-        pairs = stages.verified_pairs(work, None if new is None else lambda p: involved((p["a"], p["b"])))
+        pairs = stages.StoredPairs(work, None if new is None else lambda p: involved((p["a"], p["b"])))
         return cls(pairs, lambda: [g for g in stages.clusters(work) if involved(m["id"] for m in g["members"])],
                    lambda: [d for d in stages.load_docs(work).live() if involved((d["id"],))], runner.soft_errors)
 

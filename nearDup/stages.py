@@ -952,7 +952,8 @@ def verify(runner: Runner, params: VerifyParams) -> dict:
                         "rejected": len(pairs) - len(accepted)}}
     work.record_stage("verify", record)
     reused = f" ({len(pairs) - n} known from the last run)" if len(pairs) > n else ""
-    runner.log(f"verify: {len(accepted)} of {len(pairs)} candidate pairs have exact Jaccard >= {params.threshold}{reused}")
+    runner.log(f"verify: {len(accepted)} of {len(pairs)} candidate pairs have exact Jaccard >= "
+               f"{params.threshold}{reused}")
     return record
 
 
@@ -1046,8 +1047,9 @@ class StoredPairs:
         return len(self) > 0
 
 
-def verified_pairs(work: WorkDir, keep: Callable[[dict], bool] | None = None) -> StoredPairs:
-    return StoredPairs(work, keep)
+def verified_pairs(work: WorkDir) -> list[dict]:
+    require(work, "verify")
+    return work.load_jsonl(work.current("verify", "pairs.jsonl"), "verify")
 
 
 def inherited_threshold(work: WorkDir, given: float | None) -> float:
