@@ -82,7 +82,8 @@ class LocalEngine:
             try:
                 shown = 0
                 for task in tasks:
-                    futures.append(pool.submit(fn, task))
+                    with _signals_held():  # submit may fork a worker
+                        futures.append(pool.submit(fn, task))
                     while shown < len(futures) and futures[shown].done():  # progress while the stream goes on
                         bar.done(shown, futures[shown].result())
                         shown += 1
@@ -149,6 +150,23 @@ class LocalEngine:
             self._forked = 0
 
 
+@contextlib.contextmanager
+def _signals_held():
+    """Ctrl-C and SIGTERM wait for the end of the block. One that arrived while a worker was forked ran its handler
+    inside an at-fork callback (logging's), which swallows the KeyboardInterrupt: the run went on as if nothing
+    had happened. Blocked, the signal is delivered after the fork, in the main code."""
+    import signal
+
+    if not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
+
+
 def _worker_start(parent: int) -> None:
     """First thing in each forked worker: leave signals to the parent, and never outlive it.
 
@@ -159,6 +177,8 @@ def _worker_start(parent: int) -> None:
 
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if hasattr(signal, "pthread_sigmask"):  # held by the parent while it forked (_signals_held)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
     watched = not _kill_with_parent()
     if os.getppid() != parent:  # the parent died before prctl took effect
         os._exit(1)
