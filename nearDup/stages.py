@@ -906,10 +906,10 @@ def verify(runner: Runner, params: VerifyParams) -> dict:
     basis = {"threshold": params.threshold, "shards": shingle_record["partitions"],
              "signature": work.read_manifest()["stages"]["signature"]["params"]}
     pairs = work.load_array(work.current("candidates", "pairs.npy"), "candidates")
-    codes = lsh.pair_codes(pairs)
     previous = _reusable(work, basis)
     if previous is not None:
         checked, accepted, scores, sizes = previous
+        codes = lsh.pair_codes(pairs)
         known = _member(codes, lsh.pair_codes(checked))
         kept = _member(lsh.pair_codes(accepted), codes)
         accepted, scores, sizes = accepted[kept], scores[kept], sizes[kept]
@@ -934,10 +934,12 @@ def verify(runner: Runner, params: VerifyParams) -> dict:
     keep = np.flatnonzero(similarity >= params.threshold)
     fresh_scores = np.stack([similarity[keep], estimate[keep]], axis=1) if len(keep) else np.empty((0, 2))
     fresh_sizes = np.stack([inter[keep], la[keep] + lb[keep] - inter[keep]], axis=1).astype(np.int64)
+    del results, inter, la, lb, estimate, similarity  # per candidate: millions of pairs of copies, not needed now
     accepted, scores = np.concatenate([accepted, todo[keep]]), np.concatenate([scores, fresh_scores])
     sizes = np.concatenate([sizes, fresh_sizes])
     order = np.argsort(lsh.pair_codes(accepted), kind="stable")
     accepted, scores, sizes = accepted[order], scores[order], sizes[order]
+    del order
     ids = load_catalog(work, shingle_record).ids_of(sets.sorted_unique(accepted.ravel()).tolist())
     work.save_array(work.output("verify", "checked.npy", key), pairs)
     work.save_array(work.output("verify", "pairs.npy", key), accepted)
@@ -968,6 +970,7 @@ def _pair_records(ids: dict[int, str], accepted: np.ndarray, scores: np.ndarray,
     rank[sorted(range(len(numbers)), key=lambda i: ids[int(numbers[i])])] = np.arange(len(numbers))
     ra, rb = (rank[np.searchsorted(numbers, accepted[:, i])] for i in (0, 1))
     lo, hi = np.minimum(ra, rb), np.maximum(ra, rb)
+    del ra, rb
     order = np.lexsort((hi, lo, -scores[:, 0])) if len(accepted) else np.empty(0, np.int64)
     for start in range(0, len(order), VERIFY_CHUNK):
         at = order[start:start + VERIFY_CHUNK]
