@@ -63,19 +63,38 @@ class StageCommand(click.Command):
         return ctx.args
 
 
+class _Interrupted(BaseException):
+    """Ctrl-C or SIGTERM, carried past click's main, which answers a KeyboardInterrupt with a blank line."""
+
+
+class _ClosedPipe(BaseException):
+    """A closed stdout, carried past click's main, which exits 1 for it: --exit-code's "duplicates found"."""
+
+
 class NearDupGroup(click.Group):
     command_class = StageCommand
 
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:
+            raise _Interrupted from None
+        except BrokenPipeError:
+            raise _ClosedPipe from None
+
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
-        """Run the chain; turn every failure into one line on stderr and an exit status (2 errors, 130 Ctrl-C)."""
+        """Run the chain; turn every failure into one line on stderr and an exit status (2 errors, 130 Ctrl-C or
+        SIGTERM, 141 a closed stdout)."""
         args = list(sys.argv[1:] if args is None else args)
         debug = "--debug" in args
         _stop_on_sigterm()
         try:
             code = super().main(args, prog_name or "neardup", complete_var, standalone_mode=False, **extra)
             code = code if isinstance(code, int) else 0
-        except (click.exceptions.Abort, KeyboardInterrupt):
+        except (click.exceptions.Abort, KeyboardInterrupt, _Interrupted):
             _abort_output()
+            # even with -q: why it stopped; on a terminal, after the ^C it echoed
+            click.echo(f"{chr(10) if sys.stderr.isatty() else ''}neardup: interrupted; the next run resumes", err=True)
             code = 130
         except click.ClickException as e:
             where = f"{e.ctx.command_path}: " if getattr(e, "ctx", None) is not None else "neardup: "
@@ -86,9 +105,9 @@ class NearDupGroup(click.Group):
                 traceback.print_exc()
             click.echo(f"neardup: error: {e}", err=True)
             code = e.exit_code
-        except BrokenPipeError:
+        except (BrokenPipeError, _ClosedPipe):  # the reader stopped reading (`| head`); the work is kept (_finish)
             _silence_stdout()
-            code = 0
+            code = CLOSED_PIPE
         except Exception as e:  # a bug: still one line, unless --debug asks for the traceback
             if debug:
                 traceback.print_exc()
@@ -98,6 +117,9 @@ class NearDupGroup(click.Group):
         if standalone_mode:
             sys.exit(code)
         return code
+
+
+CLOSED_PIPE = 141  # 128 + SIGPIPE, as the shell reports a command killed by a closed pipe; never --exit-code's 1
 
 
 def _stop_on_sigterm() -> None:
@@ -417,7 +439,7 @@ def _cluster_params(link, keep, prefer) -> ClusterParams:
 class Results:
     """What can be printed: the verified pairs, and (computed only when asked) the groups and the documents."""
 
-    pairs: list[dict]
+    pairs: "list[dict] | stages.StoredPairs"  # stored pairs are read as they are printed
     groups: Callable[[], list[dict]]
     docs: Callable[[], list[dict]]
     soft_errors: int = 0
@@ -434,7 +456,7 @@ class Results:
         def involved(ids) -> bool:
             return new is None or any(i in new for i in ids)
 
-        pairs = [p for p in stages.verified_pairs(work) if involved((p["a"], p["b"]))]
+        pairs = stages.StoredPairs(work, None if new is None else lambda p: involved((p["a"], p["b"])))
         sizes = stages.load_docs(work).catalog["size"]
         return cls(pairs, lambda: [g for g in stages.clusters(work) if involved(m["id"] for m in g["members"])],
                    lambda: [d for d in stages.load_docs(work).live() if involved((d["id"],))], runner.soft_errors,
@@ -541,14 +563,21 @@ def _finish(ctx, results):
     app = _app(ctx)
     if app.runner is None:
         return 0
+    app.runner.engine.finish()
     if app.last is None:
         app.runner.work.commit()
         return 2 if app.runner.soft_errors else 0
-    code = _report(app, Results.of_workdir(app.runner, app.last, app.new_only))
+    closed = None
+    try:
+        code = _report(app, Results.of_workdir(app.runner, app.last, app.new_only))
+    except BrokenPipeError as e:  # the reader chose to stop reading (`| head -50 | mail`): the results count as
+        closed = e                # reported, and the index keeps this run's work
     stages.mark_reported(app.runner.work)
     app.runner.work.commit()
     if app.cached:
         admin.evict(ctx, app.runner.work.root, app.runner.log)
+    if closed is not None:
+        raise closed
     return code
 
 

@@ -33,7 +33,7 @@ def make_engine(jobs: int | None = None, progress: bool = False, scheduler: str 
     """The embedded engine, or a Dask engine when a scheduler (address, local:N) or scheduler file is given;
     log (stderr) hears which cluster and how many workers."""
     if scheduler is None and scheduler_file is None:
-        return LocalEngine(jobs, progress)
+        return LocalEngine(jobs, progress, log)
     if scheduler is not None and scheduler_file is not None:
         raise ParameterError("give --scheduler or --scheduler-file, not both")
     if jobs is not None:
@@ -47,10 +47,13 @@ class LocalEngine:
     stage forked and joined its workers up to five times a run, and the last partition of each stage kept one
     worker waiting while the next stage's pool started."""
 
-    def __init__(self, jobs: int | None = None, progress: bool = False):
+    def __init__(self, jobs: int | None = None, progress: bool = False,
+                 log: Callable[[str], None] = lambda message: None):
         self.jobs = max(1, jobs or default_jobs())
         self.progress = progress
+        self.log = log if jobs else lambda message: None  # only a --jobs the user gave is worth a note
         self._pool = None
+        self._forked = self._most = 0  # workers forked, and the most tasks of one stage (for finish's note)
         keep_freed_memory()
 
     def map(self, fn: Callable, tasks: Sequence, desc: str = "", sizes: Sequence[int] | None = None,
@@ -72,13 +75,15 @@ class LocalEngine:
                     bar.done(i, results[-1])
                 return results
             import concurrent.futures
+            import concurrent.futures.process
 
             pool = self._workers()
             futures: list = []
             try:
                 shown = 0
                 for task in tasks:
-                    futures.append(pool.submit(fn, task))
+                    with _signals_held():  # submit may fork a worker
+                        futures.append(pool.submit(fn, task))
                     while shown < len(futures) and futures[shown].done():  # progress while the stream goes on
                         bar.done(shown, futures[shown].result())
                         shown += 1
@@ -87,28 +92,118 @@ class LocalEngine:
                 for f in concurrent.futures.as_completed(futures[shown:]):
                     bar.done(index[f], f.result())
                 return [f.result() for f in futures]
+            except concurrent.futures.process.BrokenProcessPool:  # killed by hand or by the OOM killer: not a bug
+                self.close(cancel=True)
+                raise ClusterError(f"{desc or fn.__name__}: a worker process died (killed, or out of memory?); run "
+                                   f"the same command again to resume (finished partitions are kept)") from None
             except BaseException:
                 self.close(cancel=True)
                 raise
+            finally:
+                self._most = max(self._most, len(futures))
+                self._forked = max(self._forked, len(getattr(pool, "_processes", None) or ()))
         finally:
             bar.close()
 
     def _workers(self):
-        """The run's process pool, forked when first needed (after listing, so workers inherit the tables built
-        by then). concurrent.futures and multiprocessing are imported only here: a one-job run does not pay."""
+        """The run's process pool, made when first needed; a worker is forked when a task is submitted and none
+        is idle, up to --jobs (so --jobs 1000 forks as many workers as there are tasks at once, not 1,000), and
+        forks after listing inherit the tables built by then. concurrent.futures and multiprocessing are imported
+        only here: a one-job run does not pay."""
         if self._pool is None:
             import concurrent.futures
             import multiprocessing
 
             ctx = multiprocessing.get_context("fork")
-            self._pool = concurrent.futures.ProcessPoolExecutor(self.jobs, mp_context=ctx)
+            self._pool = concurrent.futures.ProcessPoolExecutor(self.jobs, mp_context=ctx, initializer=_worker_start,
+                                                                initargs=(os.getpid(),))
+            # With fork, the pool forks all its workers at the first task, because forking while its manager thread
+            # runs could deadlock a child on a lock that thread held. Ours take none in the child that
+            # multiprocessing does not reset after fork (its queues' locks), as multiprocessing.Pool, which forks
+            # from its own thread, has long relied on. A Python without the switch forks them all, as before.
+            self._pool._safe_to_dynamically_spawn_children = True
         return self._pool
 
     def close(self, cancel: bool = False) -> None:
-        """Stop the workers (at exit concurrent.futures stops them anyway); cancel: drop queued tasks, no wait."""
-        if self._pool is not None:
-            self._pool.shutdown(wait=not cancel, cancel_futures=cancel)
-            self._pool = None
+        """Stop the workers (at exit concurrent.futures stops them anyway); cancel (an error or an interrupt):
+        drop queued tasks and terminate the running ones now, for a run must stop within a second or two of
+        Ctrl-C or SIGTERM, not when the longest task ends (concurrent.futures waits for them at exit)."""
+        pool, self._pool = self._pool, None
+        if pool is None:
+            return
+        if cancel:
+            terminate = getattr(pool, "terminate_workers", None)  # Python 3.14
+            if terminate is not None:
+                terminate()
+            else:
+                for process in list((getattr(pool, "_processes", None) or {}).values()):
+                    with contextlib.suppress(Exception):
+                        process.terminate()
+        pool.shutdown(wait=not cancel, cancel_futures=cancel)
+
+    def finish(self) -> None:
+        """The run's work is done: stop the workers, and say so if --jobs asked for more than were needed."""
+        self.close()
+        if 0 < self._forked < self.jobs:
+            self.log(f"--jobs {self.jobs}: {self._forked} worker processes were enough (the largest stage had "
+                     f"{self._most} tasks)")
+            self._forked = 0
+
+
+@contextlib.contextmanager
+def _signals_held():
+    """Ctrl-C and SIGTERM wait for the end of the block. One that arrived while a worker was forked ran its handler
+    inside an at-fork callback (logging's), which swallows the KeyboardInterrupt: the run went on as if nothing
+    had happened. Blocked, the signal is delivered after the fork, in the main code."""
+    import signal
+
+    if not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
+
+
+def _worker_start(parent: int) -> None:
+    """First thing in each forked worker: leave signals to the parent, and never outlive it.
+
+    The parent turns SIGTERM into KeyboardInterrupt and stops the workers on an interrupt; a worker that inherited
+    that handler outlived a kill -9 of its parent (timeout -s KILL, the OOM killer), blocked on its queue and
+    deaf to SIGTERM. Ctrl-C reaches the whole process group: the parent alone decides, and terminates the workers."""
+    import signal
+
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if hasattr(signal, "pthread_sigmask"):  # held by the parent while it forked (_signals_held)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
+    watched = not _kill_with_parent()
+    if os.getppid() != parent:  # the parent died before prctl took effect
+        os._exit(1)
+    if watched:  # no prctl (not Linux): poll for a new parent
+        import threading
+
+        def watch() -> None:
+            while os.getppid() == parent:
+                time.sleep(0.5)
+            os._exit(1)
+
+        threading.Thread(target=watch, name="neardup-parent-watch", daemon=True).start()
+
+
+def _kill_with_parent() -> bool:
+    """Linux: have the kernel send this process SIGKILL when its parent dies (prctl PR_SET_PDEATHSIG)."""
+    import ctypes
+    import signal
+
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return False
+    prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+    return prctl(1, signal.SIGKILL, 0, 0, 0) == 0  # 1: PR_SET_PDEATHSIG
 
 
 MMAP_THRESHOLD = 32 << 20  # glibc's largest: blocks below it come from the heap, where freed memory is reused
@@ -295,6 +390,9 @@ class DaskEngine:
             raise ClusterError(f"workers at {self.address} cannot import nearDup ({_one_line(error)}); install "
                                f"nearDup on every worker") from None
         raise error  # a NearDupError says what to do; anything else is a bug, as with the local engine
+
+    def finish(self) -> None:
+        """The run's work is done (the connection is closed with close())."""
 
     def close(self) -> None:
         """Disconnect; and stop the cluster if this engine started it (local:N)."""

@@ -808,6 +808,10 @@ def band_candidates(task: BandTask) -> tuple[np.ndarray, np.ndarray, np.ndarray]
             pairs, big = lsh.bucket_pairs(sk, sn, task.max_bucket, rank)
             found.append(pairs)
             counts.append(np.ones(len(pairs), np.int64))
+        # merged band by band: copies of one text give the same pairs in every band, and all the bands' pairs at
+        # once (4 x 12.5M for 5,000 copies with a large --max-bucket) took gigabytes before they were merged
+        merged, summed = lsh.count_pairs(np.concatenate(found), np.concatenate(counts))
+        found, counts = [merged], [summed]
         index.append((sk, sn))
         large.append(np.concatenate([np.full((len(big), 1), band), big], axis=1))
     work.save_array(Path(task.index[0]), np.stack([k for k, _ in index]))
@@ -889,13 +893,13 @@ def candidates(runner: Runner, params: CandidateParams) -> dict:
              for lo, k, d in files]
     results = runner.engine.map(band_candidates, tasks, desc="candidates", sizes=[len(t.bands) for t in tasks],
                                 unit="band")
-    found = [p for p, _, _ in results]
-    counts = [c for _, c, _ in results]
+    pairs, counts = np.empty((0, 2), np.int64), np.empty(0, np.int64)
+    found = [(p, c) for p, c, _ in results]
     if previous is not None:
-        found.append(work.load_array(work.output("candidates", "pairs.npy", previous["key"]), "candidates"))
-        counts.append(work.load_array(work.output("candidates", "counts.npy", previous["key"]), "candidates"))
-    pairs, counts = lsh.count_pairs(np.concatenate(found or [np.empty((0, 2), np.int64)]),
-                                    np.concatenate(counts or [np.empty(0, np.int64)]))
+        found.append((work.load_array(work.output("candidates", "pairs.npy", previous["key"]), "candidates"),
+                      work.load_array(work.output("candidates", "counts.npy", previous["key"]), "candidates")))
+    for more, more_counts in found:  # one task's pairs at a time, as in band_candidates
+        pairs, counts = lsh.count_pairs(np.concatenate([pairs, more]), np.concatenate([counts, more_counts]))
     if (counts < 0).any():
         raise WorkDirError(f"{work.root}: the stored candidate pairs do not match the band index; run again with "
                            f"--rebuild (an index) or --force")
@@ -957,10 +961,23 @@ class VerifyTask:
 
 
 def set_overlap(shingles: PartitionArrays, starts: np.ndarray, a: np.ndarray, b: np.ndarray):
-    """(|A ∩ B|, |A|, |B|) of the stored shingle sets of documents a[i] and b[i]."""
-    va, la = sets.gather_sets(shingles, starts, a)
-    vb, lb = sets.gather_sets(shingles, starts, b)
-    return sets.intersection_sizes(va, la, vb, lb), la, lb
+    """(|A ∩ B|, |A|, |B|) of the stored shingle sets of documents a[i] and b[i].
+
+    Each document's set is gathered once however many pairs it is in, and a pair of equal sets (copies of one
+    text) is counted without being intersected: a bucket of 1,000 copies is 500,000 pairs of only 1,000 sets."""
+    docs = sets.sorted_unique(np.concatenate([a, b]))
+    values, lengths = sets.gather_sets(shingles, starts, docs)
+    offsets = np.cumsum(lengths) - lengths
+    ia, ib = np.searchsorted(docs, a), np.searchsorted(docs, b)
+    la, lb = lengths[ia], lengths[ib]
+    label = sets.identical_sets(values, lengths)
+    inter = la.copy()  # equal sets: |A ∩ B| = |A|
+    other = np.flatnonzero(label[ia] != label[ib])
+    if len(other):
+        pa, pb = ia[other], ib[other]
+        inter[other] = sets.intersection_sizes(values[sets.ranges(offsets[pa], lengths[pa])], lengths[pa],
+                                               values[sets.ranges(offsets[pb], lengths[pb])], lengths[pb])
+    return inter, la, lb
 
 
 def verify_chunk(task: VerifyTask) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -1013,10 +1030,10 @@ def verify(runner: Runner, params: VerifyParams) -> dict:
     basis = {"threshold": params.threshold, "shards": shingle_record["partitions"],
              "signature": work.read_manifest()["stages"]["signature"]["params"]}
     pairs = work.load_array(work.current("candidates", "pairs.npy"), "candidates")
-    codes = lsh.pair_codes(pairs)
     previous = _reusable(work, basis)
     if previous is not None:
         checked, accepted, scores, sizes = previous
+        codes = lsh.pair_codes(pairs)
         known = _member(codes, lsh.pair_codes(checked))
         kept = _member(lsh.pair_codes(accepted), codes)
         accepted, scores, sizes = accepted[kept], scores[kept], sizes[kept]
@@ -1041,41 +1058,52 @@ def verify(runner: Runner, params: VerifyParams) -> dict:
     keep = np.flatnonzero(similarity >= params.threshold)
     fresh_scores = np.stack([similarity[keep], estimate[keep]], axis=1) if len(keep) else np.empty((0, 2))
     fresh_sizes = np.stack([inter[keep], la[keep] + lb[keep] - inter[keep]], axis=1).astype(np.int64)
+    del results, inter, la, lb, estimate, similarity  # per candidate: millions of pairs of copies, not needed now
     accepted, scores = np.concatenate([accepted, todo[keep]]), np.concatenate([scores, fresh_scores])
     sizes = np.concatenate([sizes, fresh_sizes])
     order = np.argsort(lsh.pair_codes(accepted), kind="stable")
     accepted, scores, sizes = accepted[order], scores[order], sizes[order]
+    del order
     ids = load_catalog(work, shingle_record).ids_of(sets.sorted_unique(accepted.ravel()).tolist())
-    out = _pair_records(ids, accepted, scores, sizes)
     work.save_array(work.output("verify", "checked.npy", key), pairs)
     work.save_array(work.output("verify", "pairs.npy", key), accepted)
     work.save_array(work.output("verify", "scores.npy", key), scores)
     work.save_array(work.output("verify", "sizes.npy", key), sizes)
-    work.save_jsonl(work.output("verify", "pairs.jsonl", key), out)
+    work.save_jsonl(work.output("verify", "pairs.jsonl", key), _pair_records(ids, accepted, scores, sizes))
     todo_path.unlink()
     record = {"key": key, "params": asdict(params), "upstream": upstream["key"], "basis": basis,
               "files": _files(work, "verify", key, "checked.npy", "pairs.npy", "scores.npy", "sizes.npy",
                              "pairs.jsonl"),
-              "stats": {"candidates": len(pairs), "checked": n, "pairs": len(out), "rejected": len(pairs) - len(out)}}
+              "stats": {"candidates": len(pairs), "checked": n, "pairs": len(accepted),
+                        "rejected": len(pairs) - len(accepted)}}
     work.record_stage("verify", record)
     reused = f" ({len(pairs) - n} known from the last run)" if len(pairs) > n else ""
-    runner.log(f"verify: {len(out)} of {plural(len(pairs), 'candidate pair has', 'candidate pairs have')} exact "
-               f"Jaccard >= {params.threshold}{reused}")
+    runner.log(f"verify: {len(accepted)} of {plural(len(pairs), 'candidate pair has', 'candidate pairs have')} "
+               f"exact Jaccard >= {params.threshold}{reused}")
     if warning is not None:
         runner.log(f"warning: {warning}")
     return record
 
 
-def _pair_records(ids, accepted: np.ndarray, scores: np.ndarray, sizes: np.ndarray) -> list[dict]:
+def _pair_records(ids: dict[int, str], accepted: np.ndarray, scores: np.ndarray, sizes: np.ndarray):
     """The verified pairs with ids, scores and set sizes (|A ∩ B|, |A ∪ B|), best first, then by id: an order
-    that does not depend on how the documents were numbered."""
-    out = []
-    for (x, y), (similarity, estimate), (inter, union) in zip(accepted.tolist(), scores.tolist(), sizes.tolist()):
-        a, b = sorted((ids[x], ids[y]))
-        out.append({"a": a, "b": b, "jaccard": similarity, "estimate": estimate, "intersection": inter,
-                    "union": union})
-    out.sort(key=lambda r: (-r["jaccard"], r["a"], r["b"]))
-    return out
+    that does not depend on how the documents were numbered. A generator: the order is found on numbers (each id's
+    rank among the ids) and records are made as they are written, for thousands of copies of one text verify
+    millions of pairs, whose records as Python dicts took gigabytes."""
+    numbers = np.array(sorted(ids), dtype=np.int64)
+    names = sorted(ids.values())
+    rank = np.empty(len(numbers), np.int64)
+    rank[sorted(range(len(numbers)), key=lambda i: ids[int(numbers[i])])] = np.arange(len(numbers))
+    ra, rb = (rank[np.searchsorted(numbers, accepted[:, i])] for i in (0, 1))
+    lo, hi = np.minimum(ra, rb), np.maximum(ra, rb)
+    del ra, rb
+    order = np.lexsort((hi, lo, -scores[:, 0])) if len(accepted) else np.empty(0, np.int64)
+    for start in range(0, len(order), VERIFY_CHUNK):
+        at = order[start:start + VERIFY_CHUNK]
+        for a, b, (similarity, estimate), (inter, union) in zip(lo[at].tolist(), hi[at].tolist(),
+                                                                scores[at].tolist(), sizes[at].tolist()):
+            yield {"a": names[a], "b": names[b], "jaccard": similarity, "estimate": estimate, "intersection": inter,
+                   "union": union}
 
 
 # ---------------------------------------------------------------------------------------------- 6. cluster
@@ -1126,6 +1154,29 @@ def _cluster_summary(record: dict) -> str:
 def clusters(work: WorkDir) -> list[dict]:
     require(work, "cluster")
     return work.load_jsonl(work.current("cluster", "clusters.jsonl"), "cluster")
+
+
+class StoredPairs:
+    """The verified pairs of a work dir (keep: those a filter keeps), read from their JSONL as they are printed:
+    thousands of copies of one text have millions of pairs, too many to hold as records."""
+
+    def __init__(self, work: WorkDir, keep: Callable[[dict], bool] | None = None):
+        require(work, "verify")
+        self.work, self.path, self.keep = work, work.current("verify", "pairs.jsonl"), keep
+        self._count = None if keep else work.stage("verify")["stats"]["pairs"]
+
+    def __iter__(self):
+        for pair in self.work.iter_jsonl(self.path, "verify"):
+            if self.keep is None or self.keep(pair):
+                yield pair
+
+    def __len__(self) -> int:
+        if self._count is None:
+            self._count = sum(1 for _ in self)
+        return self._count
+
+    def __bool__(self) -> bool:
+        return len(self) > 0
 
 
 def verified_pairs(work: WorkDir) -> list[dict]:

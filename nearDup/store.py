@@ -491,6 +491,17 @@ class WorkDir:
         except (ValueError, OSError):
             raise WorkDirError(f"{path}: corrupt or truncated; re-run the {stage} stage (or use --force)") from None
 
+    def iter_jsonl(self, path: Path, stage: str):
+        """The records of a JSONL file one by one, as load_jsonl reads them (a file of millions of records)."""
+        try:
+            with open(path, encoding="utf-8", errors="surrogatepass") as f:
+                for line in f:
+                    yield json.loads(line)
+        except FileNotFoundError:
+            raise WorkDirError(f"{path}: missing; re-run the {stage} stage (or use --force)") from None
+        except (ValueError, OSError):
+            raise WorkDirError(f"{path}: corrupt or truncated; re-run the {stage} stage (or use --force)") from None
+
     def save_table(self, path: Path, columns: dict) -> None:
         """Named arrays in one .npz (100,000 rows of a table load in milliseconds; JSON lines take a second)."""
         with atomic_file(path) as f:
@@ -579,12 +590,31 @@ class WorkDir:
         with contextlib.suppress(OSError):
             if os.path.samestat(os.fstat(fd), os.stat(self.root / "lock")):
                 self._lock_fd = fd
+                _HELD_LOCKS.add(fd)
                 return
         os.close(fd)  # the lock was taken by `neardup cache clean`, which removed the work dir meanwhile
-        raise WorkDirError(f"{self.root}: work dir was removed by `neardup cache clean` while this run waited for it; "
-                           f"run again")
+        raise WorkDirError(f"{self.root}: work dir was removed by `neardup cache clean` while this run waited for "
+                           f"it; run again")
 
     def release(self) -> None:
         if self._lock_fd is not None:
-            os.close(self._lock_fd)
+            if self._lock_fd in _HELD_LOCKS:  # not in a forked child, which closed it already
+                _HELD_LOCKS.discard(self._lock_fd)
+                os.close(self._lock_fd)
             self._lock_fd = None
+
+
+# A flock belongs to the open file description, which fork shares: a worker holding a copy of the fd holds the lock
+# too, and one orphaned by a kill -9 of its parent kept every later run out. So no forked child keeps one.
+_HELD_LOCKS: set[int] = set()
+
+
+def _drop_locks_in_child() -> None:
+    for fd in _HELD_LOCKS:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+    _HELD_LOCKS.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_drop_locks_in_child)

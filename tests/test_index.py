@@ -214,6 +214,30 @@ def test_a_killed_incremental_run_leaves_the_index_as_it_was(tmp_path):
     assert resumed.stdout == timing.stdout
 
 
+def test_a_reader_that_stops_early_does_not_cost_the_index_its_run(tmp_path):
+    """`neardup run docs --index idx | head -1` lost the whole commit (exit 1): the next run did all the work again
+    and --new-only reported every pair again, forever. Now the run commits, its results count as reported (the
+    reader chose to stop), and the exit status is 141 (128 + SIGPIPE), never --exit-code's 1."""
+    folder = tmp_path / "docs"
+    generate_corpus(folder, n_base=30, seed=3)
+    text = (folder / "doc0000.txt").read_text()
+    for i in range(120):  # 7,140 pairs: far more output than a pipe holds
+        (folder / f"copy{i:03d}.txt").write_text(text)
+    index = tmp_path / "index"
+    proc = subprocess.Popen([sys.executable, "-m", "nearDup", "run", folder, "--index", index, *RUN,
+                             "--exit-code"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    first = proc.stdout.readline()
+    proc.stdout.close()
+    err = proc.stderr.read()
+    proc.wait()
+    assert first.startswith(b"1.0000\t") and b"Traceback" not in err
+    assert proc.returncode == 141, err
+    assert (index / "manifest.json").exists()
+    again = neardup("run", folder, "--index", index, *RUN, "--new-only", "--exit-code")
+    assert again.returncode == 0 and again.stdout == b""  # nothing new, and nothing reported twice
+    assert b"shingle: up to date" in again.stderr, again.stderr
+
+
 def test_one_writer_at_a_time_and_queries_share_the_index(folder, tmp_path):
     from nearDup.store import WorkDir
 

@@ -357,3 +357,13 @@ def test_minhash_estimate_is_unbiased(method, j, size):
     assert abs(estimates.mean() - truth) < 4 * se + 1e-3
     # and the spread is what a binomial over num_perm rows predicts, within a factor (densification adds some)
     assert estimates.std() < 2 * np.sqrt(truth * (1 - truth) / num_perm) + 1e-3
+
+
+def test_identical_sets_labels_equal_exactly_the_equal_sets():
+    rng = np.random.default_rng(5)
+    for _ in range(20):
+        distinct = [np.sort(rng.choice(500, rng.integers(0, 15), replace=False)).astype(np.uint32) for _ in range(25)]
+        chosen = [distinct[i] for i in rng.integers(0, 25, 80)]
+        labels = sets.identical_sets(np.concatenate(chosen), np.array([len(c) for c in chosen]))
+        for i, j in itertools.combinations(range(80), 2):
+            assert (labels[i] == labels[j]) == (chosen[i].tolist() == chosen[j].tolist())

@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -300,7 +301,191 @@ def test_sigterm_stops_cleanly_and_closes_jsonl(big_corpus, tmp_path):
     records = [json.loads(x) for x in out.splitlines()]
     assert records[0]["type"] == "header" and records[-1] == {"type": "summary", "aborted": True}
     assert b"Traceback" not in err
+    assert err.decode().splitlines()[-1] == "neardup: interrupted; the next run resumes"  # it said nothing
     assert not [p for p in w.rglob("*") if ".tmp" in p.name]
+
+
+def test_an_interrupt_is_one_line_even_with_quiet(big_corpus, tmp_path):
+    proc = subprocess.Popen([sys.executable, "-m", "nearDup", *_run_args(big_corpus, tmp_path / "w"), "-q"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    while not (tmp_path / "w" / "shingle").is_dir():  # under way (a Ctrl-C during imports is Python's own)
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and out == b""
+    assert err.decode() == "neardup: interrupted; the next run resumes\n"
+
+
+def _session(sid: int) -> list[int]:
+    """The live processes of session sid, from /proc: a killed leader's workers keep its session."""
+    found = []
+    for entry in os.listdir("/proc"):
+        try:
+            fields = (Path("/proc") / entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[3]) == sid and fields[0] != "Z":  # state, ppid, pgrp, session
+            found.append(int(entry))
+    return found
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="reads /proc")
+def test_kill_9_of_the_main_process_only_leaves_no_worker_and_no_lock(big_corpus, tmp_path):
+    """timeout -s KILL, the OOM killer and systemd's KillMode=process kill the main process only. Its workers
+    used to live on, blocked on their queue, deaf to SIGTERM and holding the work dir's lock: every later run
+    said "in use". Killed at random moments and in the idle-pool tail, nothing of the run may be left after 3 s,
+    the lock must be free at once, and the next run resumes to the same bytes."""
+    start = time.monotonic()
+    reference = neardup(*_run_args(big_corpus, tmp_path / "ref"))
+    duration = time.monotonic() - start
+    assert reference.returncode == 0
+    rng = random.Random(17)
+    for i, fraction in enumerate([rng.uniform(0.1, 0.8), rng.uniform(0.1, 0.8), 0.9, 0.97]):
+        w = tmp_path / f"w{i}"
+        proc = subprocess.Popen([sys.executable, "-m", "nearDup", *_run_args(big_corpus, w)],  # no pipes: an
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,  # orphan would keep them open
+                                start_new_session=True)
+        time.sleep(fraction * duration)
+        if proc.poll() is not None:  # finished first
+            continue
+        os.kill(proc.pid, signal.SIGKILL)  # the main process only, not its group
+        proc.wait()
+        deadline = time.monotonic() + 3
+        while _session(proc.pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        left = _session(proc.pid)
+        for pid in left:  # do not leave them to the next test
+            os.kill(pid, signal.SIGKILL)
+        assert not left, f"killed at {fraction:.0%}: processes of the run left: {left}"
+        if fraction < 0.9:
+            WorkDir(w).lock()  # free at once: no worker holds it
+            continue
+        resumed = neardup(*_run_args(big_corpus, w))  # no --wait-lock
+        assert resumed.returncode == 0, resumed.stderr
+        assert resumed.stdout == reference.stdout
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="reads /proc")
+def test_sigterm_during_a_long_verification_exits_within_2_seconds(tmp_path):
+    """SIGTERM while verifying a large candidate set took 73-81 s to exit: concurrent.futures waited at exit for
+    the running and queued tasks. 400 edited copies of a 3,000-word text: 79,800 pairs of large sets, each task
+    seconds long. The run must end within 2 s, with status 130, its one line, and no process left."""
+    rng = random.Random(4)
+    words = [f"w{rng.randrange(20000)}" for _ in range(3000)]
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for i in range(400):
+        edited = list(words)
+        edited[rng.randrange(len(edited))] = f"edit{i}"
+        (docs / f"{i:03d}.txt").write_text(" ".join(edited))
+    proc = subprocess.Popen([sys.executable, "-m", "nearDup", "-w", tmp_path / "w", "run", docs, "--jobs", "2"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+    for line in proc.stderr:  # the candidates line comes when verification starts
+        if line.startswith(b"candidates:"):
+            break
+    time.sleep(0.5)
+    assert proc.poll() is None, "verification ended before the signal: use larger documents"
+    signalled = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    err = proc.stderr.read()
+    proc.wait()
+    elapsed = time.monotonic() - signalled
+    left = _session(proc.pid)
+    for pid in left:
+        os.kill(pid, signal.SIGKILL)
+    assert proc.returncode == 130 and elapsed < 2, (proc.returncode, elapsed)
+    assert err.decode().splitlines()[-1] == "neardup: interrupted; the next run resumes"
+    assert not left
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="reads /proc")
+def test_a_worker_killed_alone_stops_the_run_with_one_line(tmp_path):
+    """A worker that gets SIGTERM (or the OOM killer's SIGKILL) ends at once; the run then says so in one line
+    (it said 'internal error: BrokenProcessPool'), and the next run resumes."""
+    docs = tmp_path / "docs"
+    generate_corpus(docs, n_base=300, seed=2)
+    args = ["-w", tmp_path / "w", "run", docs, "--jobs", "2", "--partition-docs", "5"]
+    proc = subprocess.Popen([sys.executable, "-m", "nearDup", *map(str, args)], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, start_new_session=True)
+    workers: list[int] = []
+    while not workers and proc.poll() is None:
+        workers = [pid for pid in _session(proc.pid) if pid != proc.pid]
+        time.sleep(0.01)
+    assert workers, "the run ended before a worker could be seen"
+    os.kill(workers[0], signal.SIGTERM)
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=10) == 2
+    lines = err.splitlines()
+    assert "a worker process died" in lines[-1] and "internal error" not in err and "Traceback" not in err
+    assert neardup(*args).returncode == 0
+
+
+def test_thousands_of_copies_of_one_text_stay_in_bounded_memory(tmp_path):
+    """700 copies of one text are 244,650 pairs at Jaccard 1. Gathering every set once per pair, all the bands'
+    pairs at once and the pairs as Python records took 310-330 MB (5,000 copies: 4 GB); now about 150 MB. Peak
+    memory of the run and its workers (wait4 gives the child's and its waited descendants' ru_maxrss, in kB)."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    text = " ".join(f"w{random.Random(1).randrange(5000)}" for _ in range(200))
+    for i in range(700):
+        (docs / f"c{i:04d}.txt").write_text(text)
+    # started by a small process: a child forked from pytest counts pytest's own size in its ru_maxrss
+    measure = ("import os, subprocess, sys; p = subprocess.Popen(sys.argv[1:]); _, status, usage = os.wait4(p.pid, 0); "
+               "print(os.waitstatus_to_exitcode(status), usage.ru_maxrss, file=sys.stderr)")
+    r = subprocess.run([sys.executable, "-c", measure, sys.executable, "-m", "nearDup", "-w", tmp_path / "w", "run",
+                        docs, "--jobs", "2"], capture_output=True)
+    status, maxrss = map(int, r.stderr.split()[-2:])
+    assert status == 0
+    lines = r.stdout.decode().splitlines()
+    assert len(lines) == 700 * 699 // 2 and set(line.split("\t")[0] for line in lines) == {"1.0000"}
+    assert lines[:2] == [f"1.0000\t{docs}/c0000.txt\t{docs}/c0001.txt", f"1.0000\t{docs}/c0000.txt\t{docs}/c0002.txt"]
+    assert maxrss < 220 * 1024, maxrss
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="reads /proc")
+def test_jobs_beyond_the_tasks_fork_no_more_workers_than_tasks(tmp_path):
+    """--jobs 1000 forked 1,000 processes for 34 documents. Workers are forked as tasks are submitted: never
+    more than the largest stage's tasks (12 partitions here), and the run says so."""
+    proc = subprocess.Popen([sys.executable, "-m", "nearDup", "-w", tmp_path / "w", "run", SAMPLE, "--jobs", "64",
+                             "--partition-docs", "3"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    most = 0
+    while proc.poll() is None:  # sampling can miss a worker, never see one too many
+        children = 0
+        for entry in os.listdir("/proc"):
+            try:
+                children += (Path("/proc") / entry / "stat").read_text().rsplit(")", 1)[1].split()[1] == str(proc.pid)
+            except (OSError, IndexError):
+                pass
+        most = max(most, children)
+        time.sleep(0.01)
+    out, err = proc.communicate()
+    assert proc.returncode == 0, err
+    assert most <= 12, most
+    note = [line for line in err.decode().splitlines() if line.startswith("--jobs 64:")]
+    assert len(note) == 1 and note[0].endswith("worker processes were enough (the largest stage had 12 tasks)")
+    assert int(note[0].split()[2]) <= 12
+    assert out == neardup("-w", tmp_path / "w1", "run", SAMPLE, "--jobs", "1").stdout
+
+
+def test_workers_never_hold_the_work_dirs_lock(tmp_path):
+    """A flock belongs to the open file description, which fork shares: a forked child must not keep it."""
+    holder = WorkDir(tmp_path / "w")
+    holder.lock()
+    ready, started = os.pipe()
+    child = os.fork()
+    if child == 0:  # a worker: alive, busy, never releasing anything itself
+        os.write(started, b"x")
+        time.sleep(5)
+        os._exit(0)
+    try:
+        os.read(ready, 1)  # the child is past fork
+        holder.release()
+        WorkDir(tmp_path / "w").lock()  # would say "in use by another nearDup run" while the child lives
+    finally:
+        os.kill(child, signal.SIGKILL)
+        os.waitpid(child, 0)
+        os.close(ready)
+        os.close(started)
 
 
 # ------------------------------------------------------------------------------------------ determinism

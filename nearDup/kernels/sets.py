@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .hashing import U64
+from .hashing import U64, fmix64
 
 
 def sorted_unique(values: np.ndarray) -> np.ndarray:
@@ -134,6 +134,31 @@ def gather_rows(parts, part_starts: np.ndarray, doc_ids: np.ndarray) -> np.ndarr
         m = part == p
         out[m] = parts[p][local[m]]
     return out
+
+
+def identical_sets(values: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """A label per set (concatenated sorted sets `values`, `lengths` as gather_sets gives them) such that two sets
+    with the same label are equal, element for element: copies of one text get one label.
+
+    Sets are grouped by a fingerprint (length, and the sum of fmix64 of their elements mod 2^64), then each is
+    compared with the first of its group; one that differs (a fingerprint collision) keeps a label of its own, so
+    equal labels are exact. O(total size), no pairing."""
+    n = len(lengths)
+    if n == 0:
+        return np.empty(0, np.int64)
+    values, lengths = np.asarray(values), np.asarray(lengths, np.int64)
+    starts = np.cumsum(lengths) - lengths
+    sums = np.zeros(n, U64)
+    full = np.flatnonzero(lengths)
+    if len(full):
+        sums[full] = np.add.reduceat(fmix64(values.astype(U64)), starts[full])
+    order = np.lexsort((sums, lengths))
+    first = np.r_[True, (lengths[order][1:] != lengths[order][:-1]) | (sums[order][1:] != sums[order][:-1])]
+    leader = np.empty(n, np.int64)
+    leader[order] = order[np.maximum.accumulate(np.where(first, np.arange(n), 0))]
+    mismatch = values[ranges(starts, lengths)] != values[ranges(starts[leader], lengths)]
+    differs = np.bincount(np.repeat(np.arange(n), lengths)[mismatch], minlength=n) > 0
+    return np.where(differs, np.arange(n), leader)
 
 
 def intersection_sizes(va: np.ndarray, la: np.ndarray, vb: np.ndarray, lb: np.ndarray) -> np.ndarray:
