@@ -194,7 +194,8 @@ def _worker_start(parent: int) -> None:
 
 
 def _kill_with_parent() -> bool:
-    """Linux: have the kernel send this process SIGKILL when its parent dies (prctl PR_SET_PDEATHSIG)."""
+    """Linux: have the kernel send this process SIGKILL when its parent dies (prctl PR_SET_PDEATHSIG). Strictly,
+    when the parent's forking thread ends: workers are forked by submit, in the main thread."""
     import ctypes
     import signal
 
