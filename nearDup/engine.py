@@ -140,6 +140,9 @@ class LocalEngine:
                     with contextlib.suppress(Exception):
                         process.terminate()
         pool.shutdown(wait=not cancel, cancel_futures=cancel)
+        manager = getattr(pool, "_executor_manager_thread", None)
+        if cancel and manager is not None:  # its workers are gone: it ends at once. Joined now, it cannot race
+            manager.join(timeout=2)          # concurrent.futures' exit hook (3.11 writes to its closed pipe)
 
     def finish(self) -> None:
         """The run's work is done: stop the workers, and say so if --jobs asked for more than were needed."""
