@@ -177,3 +177,133 @@ def test_bands_for_recall_uses_the_permutations_it_is_given():
     assert fp == sorted(fp, reverse=True)
     with pytest.raises(ValueError):
         recall.bands_for_recall(0.8, 1.0, 128)
+
+
+# ------------------------------------------------------------------------------------------ exact joins
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from nearDup.kernels import allpairs  # noqa: E402
+
+
+def _csr(list_of_sets):
+    values = [np.array(sorted(s), dtype=np.uint32) for s in list_of_sets]
+    values = np.concatenate(values) if values else np.empty(0, np.uint32)
+    return values.astype(np.uint32), np.r_[0, np.cumsum([len(s) for s in list_of_sets])].astype(np.int64)
+
+
+def _brute_jaccard(list_of_sets, t):
+    return [(a, b, len(list_of_sets[a] & list_of_sets[b]))
+            for a, b in itertools.combinations(range(len(list_of_sets)), 2)
+            if list_of_sets[a] and list_of_sets[b]
+            and len(list_of_sets[a] & list_of_sets[b]) / len(list_of_sets[a] | list_of_sets[b]) >= t]
+
+
+def _brute_containment(list_of_sets, t):
+    return [(a, b, len(list_of_sets[a] & list_of_sets[b]))
+            for a, b in itertools.permutations(range(len(list_of_sets)), 2)
+            if list_of_sets[a] and len(list_of_sets[a] & list_of_sets[b]) / len(list_of_sets[a]) >= t]
+
+
+def _triples(result, list_of_sets):
+    pairs = result.pairs.tolist()
+    assert result.size_a.tolist() == [len(list_of_sets[a]) for a, _ in pairs]
+    assert result.size_b.tolist() == [len(list_of_sets[b]) for _, b in pairs]
+    assert pairs == sorted(pairs) and len(set(map(tuple, pairs))) == len(pairs)
+    return [(a, b, i) for (a, b), i in zip(pairs, result.intersection.tolist())]
+
+
+# small vocabularies, so that many pairs are similar; thresholds that equal common ratios hit the boundary
+corpora = st.integers(1, 24).flatmap(
+    lambda vocab: st.lists(st.sets(st.integers(0, vocab - 1)), max_size=24))
+thresholds = st.sampled_from([1 / 3, 0.5, 2 / 3, 0.7, 0.75, 0.8, 0.9, 1.0, 0.1]) | st.floats(0.001, 1.0)
+budgets = st.sampled_from([1, 300, 1 << 28])  # 1: a batch per document and a verification per pair
+
+
+@settings(max_examples=300, deadline=None)
+@given(corpora, thresholds, budgets)
+def test_jaccard_join_equals_brute_force(list_of_sets, t, budget):
+    got = allpairs.jaccard_join(*_csr(list_of_sets), t, max_memory=budget)
+    assert _triples(got, list_of_sets) == _brute_jaccard(list_of_sets, t)
+
+
+@settings(max_examples=300, deadline=None)
+@given(corpora, thresholds, budgets)
+def test_containment_join_equals_brute_force(list_of_sets, t, budget):
+    got = allpairs.containment_join(*_csr(list_of_sets), t, max_memory=budget)
+    assert _triples(got, list_of_sets) == _brute_containment(list_of_sets, t)
+
+
+@settings(max_examples=100, deadline=None)
+@given(corpora, thresholds)
+def test_join_cost_bounds_the_pairs(list_of_sets, t):
+    """join_cost counts records: at least one per pair found, at most sum over tokens of C(df_prefix, 2)."""
+    values, offsets = _csr(list_of_sets)
+    cost = allpairs.join_cost(values, offsets, t)
+    assert cost >= len(_brute_jaccard(list_of_sets, t))
+    frequency = {}
+    for s in list_of_sets:
+        for v in s:
+            frequency[v] = frequency.get(v, 0) + 1
+    prefix_df = {}
+    for s in list_of_sets:
+        ordered = sorted(s, key=lambda v: (frequency[v], v))
+        for v in ordered[:len(s) - int(np.ceil(t * len(s) - 1e-6)) + 1]:
+            prefix_df[v] = prefix_df.get(v, 0) + 1
+    assert cost <= sum(d * (d - 1) // 2 for d in prefix_df.values())
+    assert allpairs.join_cost(values, offsets, t, "containment") >= len(_brute_containment(list_of_sets, t))
+
+
+def test_mmds_example_3_1_and_hand_cases():
+    a, b, c, d, e, f = range(1, 7)
+    sets_ = [{a, b, c, d}, {c, d, e, f}, set(), {a, b, c, d}, {c}, set(range(100, 400)), set(range(100, 399))]
+    values, offsets = _csr(sets_)
+    j = allpairs.jaccard_join(values, offsets, 1 / 3)  # J({a,b,c,d}, {c,d,e,f}) = 2/6 exactly
+    assert _triples(j, sets_) == [(0, 1, 2), (0, 3, 4), (1, 3, 2), (5, 6, 299)]
+    assert _triples(allpairs.jaccard_join(values, offsets, 1.0), sets_) == [(0, 3, 4)]  # duplicates only
+    assert len(allpairs.jaccard_join(values, offsets, 0.34).pairs) == 2  # just above 1/3: the 2/6 pairs go
+    contained = _triples(allpairs.containment_join(values, offsets, 1.0), sets_)
+    # {c} is in three sets; the empty set is in every set but never paired; equal sets both ways; 6 is in 5
+    assert contained == [(0, 3, 4), (3, 0, 4), (4, 0, 1), (4, 1, 1), (4, 3, 1), (6, 5, 299)]
+    half = _triples(allpairs.containment_join(values, offsets, 0.5), sets_)
+    assert (0, 1, 2) in half and (1, 0, 2) in half and (5, 6, 299) in half and (0, 4, 1) not in half
+
+
+def test_joins_on_larger_random_sets_match_brute_force():
+    """Sets of hundreds of values with planted near-copies, beyond what hypothesis draws."""
+    rng = np.random.default_rng(7)
+    base = [set(rng.choice(3000, size=rng.integers(1, 400), replace=False).tolist()) for _ in range(40)]
+    sets_ = base + [set(list(s)[:int(len(s) * rng.uniform(0.5, 1))]) | {5000 + i} for i, s in enumerate(base)]
+    values, offsets = _csr(sets_)
+    for t in (0.3, 0.6, 0.9):
+        assert _triples(allpairs.jaccard_join(values, offsets, t), sets_) == _brute_jaccard(sets_, t)
+        assert _triples(allpairs.containment_join(values, offsets, t), sets_) == _brute_containment(sets_, t)
+
+
+def test_join_inputs_are_checked():
+    values, offsets = _csr([{1, 2}, {2, 3}])
+    with pytest.raises(ValueError, match="threshold"):
+        allpairs.jaccard_join(values, offsets, 0.0)
+    with pytest.raises(ValueError, match="sorted"):
+        allpairs.jaccard_join(np.array([2, 1, 3], np.uint32), np.array([0, 2, 3]), 0.5)
+    with pytest.raises(ValueError, match="offsets"):
+        allpairs.containment_join(values, np.array([0, 1]), 0.5)
+    with pytest.raises(ValueError, match="metric"):
+        allpairs.join_cost(values, offsets, 0.5, "cosine")
+    assert len(allpairs.jaccard_join(np.empty(0, np.uint32), np.zeros(1, np.int64), 0.5).pairs) == 0
+    assert len(allpairs.containment_join(np.empty(0, np.uint32), np.zeros(4, np.int64), 0.5).pairs) == 0
+
+
+def test_rounding_in_the_threshold_arithmetic_loses_no_pair():
+    """Floating point can put t |x| above the whole number it equals for the pair: 0.28 * 25 is
+    7.000000000000001, and a naive ceiling asks 8 common tokens of a pair that has the 7 it needs (its prefix
+    then holds only the 18 tokens x alone has); t / (1 + t) (|x| + |y|) is 1.0000000000000002 for
+    J({0}, {0..12}) = 1/13. The reference accepts both (7 / 25 >= 0.28, 1 / 13 >= 1 / 13)."""
+    assert 0.28 * 25 > 7 and 1 / 13 / (1 + 1 / 13) * 14 > 1
+    x, y = set(range(25)), set(range(18, 25)) | {100}
+    values, offsets = _csr([x, y])
+    assert _triples(allpairs.containment_join(values, offsets, 0.28), [x, y]) == [(0, 1, 7), (1, 0, 7)]
+    x, y = {0}, set(range(13))
+    values, offsets = _csr([x, y])
+    assert _triples(allpairs.jaccard_join(values, offsets, 1 / 13), [x, y]) == [(0, 1, 1)]
