@@ -59,6 +59,7 @@ from .sets import csr_sets, intersection_sizes, ranges
 _EPS = 1e-6
 _RECORD_BYTES = 96   # arrays held per record while a batch is filtered
 _VERIFY_BYTES = 40   # per value of the pairs verified at once (tagged uint64 keys, search results)
+_BITMAP_VALUES = 8   # a pair's bitmap test (two gathered bitmaps, their XOR) costs about as much as 8 values
 
 
 class JoinResult(NamedTuple):
@@ -206,10 +207,10 @@ def _batches(weights: np.ndarray, budget: int) -> list[tuple[int, int]]:
     return list(zip(bounds[:-1].tolist(), bounds[1:].tolist()))
 
 
-def _survivors(plan: _Plan, e0: int, e1: int, size: np.ndarray, bits: np.ndarray, need, containment: bool):
-    """The (x, y) pairs of the records of probe entries [e0, e1) that pass the positional and bitmap filters,
-    with c and the positions of their last common token (px, py): the common tokens up to it are exactly c,
-    so only what follows needs verifying."""
+def _survivors(plan: _Plan, e0: int, e1: int, size: np.ndarray, need, containment: bool):
+    """The (x, y) pairs of the records of probe entries [e0, e1) that pass the positional filter, with c and
+    the positions of their last common token (px, py): the common tokens up to it are exactly c, so only what
+    follows needs verifying."""
     count = plan.count[e0:e1]
     src = ranges(plan.lo[e0:e1], count)
     entry = np.repeat(np.arange(e0, e1, dtype=np.int64), count)
@@ -219,8 +220,10 @@ def _survivors(plan: _Plan, e0: int, e1: int, size: np.ndarray, bits: np.ndarray
         src, entry, x, y = src[other], entry[other], x[other], y[other]
     if not len(x):
         return x, y, x, x, x
-    code = (x.astype(U64) << U64(32)) | y.astype(U64)
-    order = np.argsort(code, kind="stable")  # each pair's records stay in token order
+    # records come grouped by y, so a y-major key is nearly sorted already (5x faster to sort than x-major);
+    # the stable sort keeps each pair's records in token order. y n + x < n^2 < 2^64.
+    code = y.astype(U64) * U64(len(size)) + x.astype(U64)
+    order = np.argsort(code, kind="stable")
     code = code[order]
     last = np.flatnonzero(np.r_[code[1:] != code[:-1], True])
     c = np.diff(np.r_[-1, last])
@@ -229,9 +232,6 @@ def _survivors(plan: _Plan, e0: int, e1: int, size: np.ndarray, bits: np.ndarray
     px, py = plan.index_pos[src[last]], plan.probe_pos[entry[last]]
     bound = c + np.minimum(size[x] - px - 1, size[y] - py - 1)
     keep = bound >= need(size[x], size[y])
-    x, y, c, px, py = x[keep], y[keep], c[keep], px[keep], py[keep]
-    differ = np.bitwise_count(bits[x] ^ bits[y]).sum(axis=1, dtype=np.int64)
-    keep = (size[x] + size[y] - differ) // 2 >= need(size[x], size[y])
     return x[keep], y[keep], c[keep], px[keep], py[keep]
 
 
@@ -257,12 +257,15 @@ def _join(values, offsets, threshold: float, metric: str, max_memory: int) -> Jo
     bits = bitmaps(plan.ordered, offsets)
     out = []
     for d0, d1 in _batches(per_doc, max(1, max_memory // _RECORD_BYTES)):
-        x, y, c, px, py = _survivors(plan, int(plan.probe_starts[d0]), int(plan.probe_starts[d1]), size, bits,
-                                     need, containment)
+        x, y, c, px, py = _survivors(plan, int(plan.probe_starts[d0]), int(plan.probe_starts[d1]), size, need,
+                                     containment)
         rest_x, rest_y = size[x] - px - 1, size[y] - py - 1  # the tokens after the last common one
-        for v0, v1 in _batches(rest_x + rest_y, max(1, max_memory // _VERIFY_BYTES)):
-            xs, ys, lx, ly = x[v0:v1], y[v0:v1], rest_x[v0:v1], rest_y[v0:v1]
-            inter = c[v0:v1] + intersection_sizes(plan.ordered[ranges(offsets[xs + 1] - lx, lx)], lx,
+        for v0, v1 in _batches(rest_x + rest_y + _BITMAP_VALUES, max(1, max_memory // _VERIFY_BYTES)):
+            xs, ys, c_, lx, ly = x[v0:v1], y[v0:v1], c[v0:v1], rest_x[v0:v1], rest_y[v0:v1]
+            differ = np.bitwise_count(bits[xs] ^ bits[ys]).sum(axis=1, dtype=np.int64)
+            fit = (size[xs] + size[ys] - differ) // 2 >= need(size[xs], size[ys])
+            xs, ys, c_, lx, ly = xs[fit], ys[fit], c_[fit], lx[fit], ly[fit]
+            inter = c_ + intersection_sizes(plan.ordered[ranges(offsets[xs + 1] - lx, lx)], lx,
                                                   plan.ordered[ranges(offsets[ys + 1] - ly, ly)], ly)
             ok = accept(inter, size[xs], size[ys])
             out.append((xs[ok], ys[ok], inter[ok]))
