@@ -34,18 +34,19 @@ The batch formulation (textbook PPJoin walks the documents one by one, a Python 
 2. Every probe entry (y, token) finds, by two binary searches, the contiguous run of that token's entries whose
    documents pass the length filter (and, for Jaccard, come before y): one record per (x, y, token).
 3. Records are made for a batch of probe documents at a time (at most a budget of records, from max_memory;
-   all of a document's records in one batch, so each pair's records are together), sorted stably by pair, which
-   leaves each pair's records in token order: c is the run length, the last record gives w. The positional
-   filter, then the bitmap filter (see `bitmaps`; on 20k Zipf-distributed sets at t = 0.5 it left 1,972 of
-   the positional filter's 733,326, all of them true pairs), keep the survivors, which are verified exactly in slices of bounded size: only the
-   tokens after w, as the common tokens up to w are exactly c, |x ∩ y| = c + |x[p_x+1:] ∩ y[p_y+1:]|
-   (sets.intersection_sizes over the sets in the global order).
+   all of a document's records in one batch, so each pair's records are together) and sorted stably by pair,
+   which leaves each pair's records in token order: c is the run length, the last record gives w. The
+   positional filter, then the bitmap filter (see `bitmaps`; on 20k Zipf-distributed sets at t = 0.5 it left
+   1,972 of the positional filter's 733,326 pairs, all of them true pairs), keep the survivors, verified
+   exactly in slices of bounded size: only the tokens after w, as the common tokens up to w are exactly c,
+   |x ∩ y| = c + |x[p_x+1:] ∩ y[p_y+1:]| (sets.intersection_sizes over the sets in the global order).
 Costs O(m log m) for m values to order tokens and sort the sets, O(P log P) for P prefix entries, O(R log R) for
 the R records (join_cost counts them without making them), and the verification O(sum |x| + |y| over survivors).
 
-Floating point: a required overlap ceil(t L) is taken as ceil(t L - 1e-6), never above the true ceiling, so a
-rounding in t L only weakens a filter; the final test is the same float comparison a reference makes
-(|x ∩ y| / |x ∪ y| >= t, or |x ∩ y| / |x| >= t).
+Floating point: a required overlap ceil(t L) is taken as ceil(t L - 1e-6), never above the true ceiling.
+The final test is the float comparison a reference makes (|x ∩ y| / |x ∪ y| >= t, or |x ∩ y| / |x| >= t), which
+can accept a pair whose exact ratio is a rounding below t, while the float product can round above a whole
+number (0.28 * 25 is 7.000000000000001, yet 7 / 25 >= 0.28): the margin keeps every filter weaker than that test.
 """
 from __future__ import annotations
 
