@@ -102,12 +102,17 @@ def frequency_order(values: np.ndarray, offsets: np.ndarray) -> np.ndarray:
     n = len(offsets) - 1
     if not len(values):
         return np.empty(0, np.uint32)
-    s = np.sort(values)
-    starts = np.flatnonzero(np.r_[True, s[1:] != s[:-1]])
+    # an argsort and a scatter back, not a search of every value among the distinct ones: binary searches into
+    # 11M values miss the cache (8.9 s against ~1.5 s for imdb50k's 11.8M shingles)
+    order = np.argsort(values)
+    s = values[order]
+    new = np.r_[True, s[1:] != s[:-1]]
+    starts = np.flatnonzero(new)
     frequency = np.diff(np.r_[starts, len(s)])
     rank = np.empty(len(starts), np.uint32)
     rank[np.argsort(frequency, kind="stable")] = np.arange(len(starts), dtype=np.uint32)
-    ranked = rank[np.searchsorted(s[starts], values)]
+    ranked = np.empty(len(values), np.uint32)
+    ranked[order] = rank[np.cumsum(new) - 1]
     ordered, _ = csr_sets(np.repeat(np.arange(n, dtype=np.int64), np.diff(offsets)), ranked, n)
     return ordered
 
