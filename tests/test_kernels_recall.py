@@ -99,6 +99,8 @@ def test_recall_edge_cases():
     for bad in (0.0, 1.5):
         with pytest.raises(ValueError):
             recall.estimate_recall(np.ones(3), 4, 4, bad)
+    tiny = recall.estimate_recall(np.array([0.02, 0.5]), 4, 30, 0.01)  # 0.02^30 underflows P to 0
+    assert tiny.found == 2 and np.isfinite(tiny.missed_high) and 0 < tiny.recall < 1e-11
 
 
 # ------------------------------------------------------------------------------------------ the S-curve holds

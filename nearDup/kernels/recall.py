@@ -46,6 +46,9 @@ import numpy as np
 from .lsh import error_areas, s_curve
 
 
+_P_FLOOR = 1e-12
+
+
 class RecallEstimate(NamedTuple):
     """found: pairs with J >= t among the verified ones; missed, missed_low, missed_high: estimated pairs with
     J >= t that were not candidates, and its interval; recall, recall_low, recall_high: found / (found + missed)
@@ -83,13 +86,15 @@ def estimate_recall(jaccard: np.ndarray, bands: int, rows: int, threshold: float
     if not 0.0 < confidence < 1.0:
         raise ValueError("confidence must be in (0, 1)")
     s = np.asarray(jaccard, dtype=np.float64)
-    p = s_curve(s[s >= threshold], bands, rows)
+    # a pair that was found had P > 0, though s^r can underflow (t = 0.01, r = 30): each pair stands for at
+    # most 1e12 others, which keeps the sums finite
+    p = np.maximum(s_curve(s[s >= threshold], bands, rows), _P_FLOOR)
     n = len(p)
     odds = (1.0 - p) / p  # mean misses each found pair stands for
     mean, var = float(odds.sum()), float((odds / p).sum())
     z = statistics.NormalDist().inv_cdf(0.5 + confidence / 2.0)
     low = _gamma_quantile(mean, var, -z)
-    p_t = float(s_curve(threshold, bands, rows))
+    p_t = max(float(s_curve(threshold, bands, rows)), _P_FLOOR)
     phantom = (1.0 - p_t) / p_t
     high = _gamma_quantile(mean + phantom, var + phantom / p_t, z)
     # the misses are a whole number: the integer interval around the continuous one
