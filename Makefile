@@ -8,7 +8,7 @@ BIN    := $(VENV)/bin
 $(BIN)/neardup: pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[test,dask]'
+	$(BIN)/pip install --quiet -e '.[test,dask,formats]'
 	touch $@
 
 install: $(BIN)/neardup
