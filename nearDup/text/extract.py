@@ -228,6 +228,8 @@ def _extract(f, name: str, fmt: str, options: ExtractOptions, budget: "_Budget",
             yield "", _zipped(f, options, budget)
         elif fmt == "mbox":
             yield from _mbox(f, name, options, budget, warn)
+        elif fmt == "text":  # as the plain-file reader gives it: a .txt.gz reads exactly as its .txt
+            yield "", _plain(_read_all(f, budget), options)
         elif fmt in _WHOLE:
             yield "", _tidy(_WHOLE[fmt](_read_all(f, budget), options))
         elif fmt == "ole":
@@ -311,14 +313,26 @@ def _compressed(f, name: str, fmt: str, options, budget: _Budget, warn, depth: i
         raw = lzma.LZMAFile(f)
     else:
         raw = _Zstd(_need("zstandard", "zst"), f)
-    # The inner format may need to seek (zip, PDF): spool to memory, or to disk past 16 MiB.
-    with tempfile.SpooledTemporaryFile(max_size=16 << 20) as spool:
+    inner_name = re.sub(r"\.(gz|bz2|xz|zst|tgz)$", "", name, flags=re.IGNORECASE)
+    # The inner format may need to seek (zip, PDF). Most files fit one read and stay in memory; a larger one is
+    # spooled, to disk past 16 MiB.
+    chunks = []
+    while len(chunks) < 16:
+        chunk = raw.read(1 << 20)
+        budget.take(len(chunk))
+        if not chunk:
+            break
+        chunks.append(chunk)
+    else:
+        spool = tempfile.SpooledTemporaryFile(max_size=16 << 20)
+        spool.writelines(chunks)
         shutil.copyfileobj(_Limited(raw, budget), spool, 1 << 20)
-        spool.seek(0)
-        inner_name = re.sub(r"\.(gz|bz2|xz|zst|tgz)$", "", name, flags=re.IGNORECASE)
-        inner = detect(spool.read(HEAD), inner_name)
-        spool.seek(0)
-        yield from _extract(spool, inner_name, inner, options, budget, warn, depth + 1)
+        chunks = None
+    with io.BytesIO(b"".join(chunks)) if chunks is not None else spool as inner_file:
+        inner_file.seek(0)
+        inner = detect(inner_file.read(HEAD), inner_name)
+        inner_file.seek(0)
+        yield from _extract(inner_file, inner_name, inner, options, budget, warn, depth + 1)
 
 
 class _Zstd(io.RawIOBase):
@@ -513,6 +527,11 @@ def _ole(f) -> ExtractError:
     """Encrypted OOXML/ODF files are OLE compound files holding an EncryptedPackage stream; other OLE files are
     legacy .doc/.xls/.ppt, which nearDup does not read."""
     data = f.read(1 << 20)
+    if len(data) >= 512:  # the directory starts at header sector 0x30 (sector size 1 << u16 at 0x1E)
+        shift, first = struct.unpack("<H", data[0x1E:0x20])[0], struct.unpack("<I", data[0x30:0x34])[0]
+        if 7 <= shift <= 16 and first < 0xFFFFFFFA:
+            f.seek((first + 1) << shift)
+            data += f.read(4 << shift)
     if "EncryptedPackage".encode("utf-16-le") in data:
         return Encrypted("encrypted office document: skipped")
     return Unsupported("legacy MS Office format (.doc/.xls/.ppt): skipped; save it as .docx or .odt")
@@ -695,5 +714,5 @@ def _mbox(f, name: str, options, budget: _Budget, warn) -> Iterator[tuple[str, s
         warn(f"{name}: {bad} of {index} messages malformed, skipped")
 
 
-_WHOLE = {"text": _plain, "html": _html_bytes, "eml": _eml}
+_WHOLE = {"html": _html_bytes, "eml": _eml}
 
