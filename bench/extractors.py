@@ -372,6 +372,29 @@ def measure(files: list[Path], candidates: list[tuple[str, object]], truth: dict
     return results
 
 
+OVERHEAD = [("pdf", pdf_pypdfium2), ("docx", docx_docx2txt), ("html", html_lxml), ("site_a", main_trafilatura),
+            ("epub", epub_ebooklib), ("eml", bare_email), ("gz", bare_gzip), ("zst", bare_zstd)]
+
+
+def overhead(out: Path, rounds: int) -> None:
+    """nearDup's extract() against the bare library call, in alternating passes (bare, nearDup, bare, ...), so
+    a shared machine's load drift falls on both: the ratio of the median passes."""
+    print(f"\nnearDup over the bare library, median of {rounds} alternating passes")
+    for folder, bare in OVERHEAD:
+        files = sorted((out / folder).iterdir())
+        ours = neardup(main=folder == "site_a")
+        times = {bare: [], ours: []}
+        for _ in range(rounds):
+            for fn in (bare, ours):
+                start = time.perf_counter()
+                for path in files:
+                    fn(str(path))
+                times[fn].append(time.perf_counter() - start)
+        a, b = statistics.median(times[bare]), statistics.median(times[ours])
+        print(f"  {folder:7} bare {1e3 * a / len(files):7.3f} ms/file   nearDup {1e3 * b / len(files):7.3f} ms/file   "
+              f"{100 * (b / a - 1):+5.0f}%", flush=True)
+
+
 def dist_info(names: list[str]) -> tuple[str, float]:
     """Licences of the distributions and installed size (MB) of them with their dependency closure."""
     seen, licences = set(), []
@@ -442,6 +465,7 @@ def main() -> None:
                 continue
             print(f"{folder:7} {name:36} {result['files_s']:8.1f} {result['mb_s']:6.2f} {result['j_mean']:6.3f} "
                   f"{result['j_min']:6.3f} {size:7.1f}  {licence}", flush=True)
+    overhead(out, max(args.repeat, 5))
     if not only or "site_a" in only:
         stems = sorted(texts)[:20]
         print("\nmain content: mean J(same article, templates a and b) / mean J(two articles, template a)")

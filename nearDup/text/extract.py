@@ -283,9 +283,11 @@ class _Limited(io.RawIOBase):
 
 
 def _read_all(f, budget: _Budget) -> bytes:
-    data = f.read(budget.left + 1)
-    budget.take(len(data))
-    return data
+    chunks = []  # in 1 MiB reads: read(budget) would allocate the whole budget first
+    while chunk := f.read(1 << 20):
+        budget.take(len(chunk))
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 def _need(module: str, fmt: str):
@@ -542,7 +544,8 @@ def _ole(f) -> ExtractError:
 def _pdf(f, options) -> Iterator[tuple[str, str]]:
     pdfium = _need("pypdfium2", "pdf")
     try:
-        doc = pdfium.PdfDocument(f)
+        # PDFium reads a named file itself; a file object (a decompressed spool) goes through Python callbacks.
+        doc = pdfium.PdfDocument(f.name if isinstance(getattr(f, "name", None), str) else f)
     except pdfium.PdfiumError as exc:
         if "password" in str(exc).lower():
             raise Encrypted("encrypted PDF: skipped") from exc
