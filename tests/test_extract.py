@@ -231,12 +231,14 @@ def _cases(tmp: Path) -> dict[str, tuple[Path, str]]:
                                        f"<p>{esc(p[:20])}<b>{esc(p[20:])}</b></p><!-- comment zzz -->"
                                        for p in paras) + "<div hidden>hiddenzzz</div></body></html>",
                                    encoding="utf-8")
-    cases["html"] = (tmp / "page.html", plain)
+    if HAS_LXML:
+        cases["html"] = (tmp / "page.html", plain)
     (tmp / "doc.eml").write_bytes(make_eml(paras[0], "\n".join(paras[1:]), html="<p>htmlzzz</p>",
                                            attachment="attachmentzzz"))
     cases["eml"] = (tmp / "doc.eml", plain)
     (tmp / "html.eml").write_bytes(make_eml(paras[0], "", html="".join(f"<p>{p}</p>" for p in paras[1:])))
-    cases["eml-html"] = (tmp / "html.eml", plain)
+    if HAS_LXML:
+        cases["eml-html"] = (tmp / "html.eml", plain)
     raw = plain.encode("utf-8")
     for ext, pack in (("gz", gzip.compress), ("bz2", bz2.compress), ("xz", lzma.compress)):
         (tmp / f"doc.txt.{ext}").write_bytes(pack(raw))
@@ -259,7 +261,7 @@ def _cases(tmp: Path) -> dict[str, tuple[Path, str]]:
 
 def test_each_format_gives_back_its_words(tmp_path):
     cases = _cases(tmp_path)
-    expected = {"docx", "odt", "html", "eml", "eml-html", "gz", "bz2", "xz", "docx.bz2.gz"}
+    expected = {"docx", "odt", "eml", "gz", "bz2", "xz", "docx.bz2.gz"}  # the base install reads these
     assert expected <= set(cases)
     for case, (path, plain) in cases.items():
         text = text_of(path)
