@@ -411,6 +411,23 @@ def test_truncated_and_corrupt_files_of_each_format(tmp_path):
     _error(tmp_path / "old.doc", ex.Unsupported, "legacy MS Office format")
 
 
+def test_read_error_of_the_disk_is_not_called_corrupt(tmp_path, monkeypatch):
+    import errno
+    (tmp_path / "a.txt.gz").write_bytes(gzip.compress(b"words " * 1000))
+    real_open = open
+
+    class Failing(io.BufferedReader):
+        def read(self, *args):
+            if self.tell() > 0:
+                raise OSError(errno.EIO, "Input/output error")
+            return super().read(*args)
+
+    monkeypatch.setattr(ex, "open", lambda path, mode: Failing(real_open(path, "rb", buffering=0)), raising=False)
+    with pytest.raises(OSError) as info:
+        text_of(tmp_path / "a.txt.gz")
+    assert info.value.errno == errno.EIO and not isinstance(info.value, ex.ExtractError)
+
+
 def test_encrypted_office_files(tmp_path):
     # Word and LibreOffice save a password-protected .docx as an OLE file holding an EncryptedPackage stream.
     (tmp_path / "secret.docx").write_bytes(b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + bytes(500)

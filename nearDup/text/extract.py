@@ -206,7 +206,7 @@ def extract(path: str, fmt: str | None = None, options: ExtractOptions = Extract
     """(id_suffix, text) for each document of the file at path: one ("", text), or ("#i", text) for the i-th
     message (from 1) of an mbox. fmt defaults to detect(); warn receives one-line notes about parts skipped
     inside a file that is read all the same (malformed mbox messages). Raises ExtractError (path filled in);
-    OSError opening or reading the file itself is left to the caller, as for plain files."""
+    an OSError of the system (opening or reading the file) is left to the caller, as for plain files."""
     with open(path, "rb") as f:
         if fmt is None:
             fmt = detect(f.read(HEAD), path)
@@ -242,9 +242,16 @@ def _extract(f, name: str, fmt: str, options: ExtractOptions, budget: "_Budget",
         raise
     except MemoryError:
         raise
+    except OSError as exc:
+        if exc.errno is not None:  # the disk or the file system, not the format (gzip's BadGzipFile has none)
+            raise
+        raise Corrupt(f"corrupt or truncated {LABELS.get(fmt, fmt)} ({_detail(exc)}): skipped") from exc
     except Exception as exc:  # each parser has its own exception types; all mean the same to the user
-        detail = " ".join(str(exc).split())[:80] or type(exc).__name__
-        raise Corrupt(f"corrupt or truncated {LABELS.get(fmt, fmt)} ({detail}): skipped") from exc
+        raise Corrupt(f"corrupt or truncated {LABELS.get(fmt, fmt)} ({_detail(exc)}): skipped") from exc
+
+
+def _detail(exc: Exception) -> str:
+    return " ".join(str(exc).split())[:80] or type(exc).__name__
 
 
 class _Budget:
