@@ -338,6 +338,9 @@ def test_main_mode_sees_the_article_not_the_template(tmp_path):
     # Without main mode the template is text too: that is what the option is for.
     assert jaccard(text_of(tmp_path / "a1_t0.html"), text_of(tmp_path / "a1_t1.html")) < same
     assert jaccard(text_of(tmp_path / "a1_t0.html", options=main), a1) >= 0.95
+    # A page with too little text to tell content from template keeps its words (no empty document).
+    (tmp_path / "short.html").write_text("<html><body><p>only three words</p></body></html>", encoding="utf-8")
+    assert text_of(tmp_path / "short.html", options=main) == "only three words"
 
 
 @needs_lxml
