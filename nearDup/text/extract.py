@@ -587,7 +587,7 @@ _BLOCK_TAGS = frozenset(
     "h3 h4 h5 h6 header hr li main nav ol p pre section summary table td th tr ul body html".split())
 
 
-def html_charset(data: bytes) -> str:
+def html_decode(data: bytes) -> str:
     """Text of an HTML file: a BOM decides; then valid UTF-8 is UTF-8, whatever a meta tag says (a page that
     declares latin-1 but holds UTF-8 would otherwise come out as mojibake); then the declared charset if it
     decodes; then charset-normalizer's guess; then windows-1252, the web's default."""
@@ -617,7 +617,7 @@ def html_charset(data: bytes) -> str:
 
 
 def _html_bytes(data: bytes, options) -> str:
-    return html_text(html_charset(data), options.html_main)
+    return html_text(html_decode(data), options.html_main)
 
 
 def html_text(markup: str, main: bool = False) -> str:
