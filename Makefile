@@ -28,7 +28,7 @@ $(VENV)/.base: $(MADE_WITH) pyproject.toml Makefile
 	touch $@
 
 $(VENV)/.test: $(VENV)/.base
-	$(PIP) -e '.[test,dask]'
+	$(PIP) -e '.[test,dask,formats]'
 	touch $@
 
 $(VENV)/.bench: $(VENV)/.base

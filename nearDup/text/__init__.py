@@ -1,0 +1,1 @@
+"""Reading documents: format detection and text extraction (the corpus reader moves here in the refactor)."""

@@ -1,0 +1,728 @@
+"""Text of a document file: format detection by content, and one extractor per format.
+
+    fmt = detect(head, name)                       # head: the file's first HEAD bytes
+    for suffix, text in extract(path, fmt, ExtractOptions()):
+        ...                                        # id = path + suffix ("" or "#3" for the 3rd message of an mbox)
+
+Formats: text, pdf, docx, odt, epub, html, eml, mbox, and gz/bz2/xz/zst around any of them. The libraries were
+chosen by measurement (bench/extractors.py, bench/RESULTS-formats.md): pypdfium2 for PDF, lxml for HTML's visible
+text and EPUB chapters, trafilatura for HTML main content, charset-normalizer when an HTML file's charset must be
+guessed, zstandard for .zst; DOCX, ODT, e-mail and gz/bz2/xz need only the standard library. A missing library
+raises MissingExtra, never ImportError.
+
+Every failure is an ExtractError whose str() is one line "PATH: what happened: skipped|refused"; the caller warns
+and goes on. Memory is bounded: compressed layers and zip members are read in chunks against one budget
+(ExtractOptions.max_bytes of uncompressed bytes per file, refusing zip and compression bombs), XML is parsed
+incrementally, and PDFs page by page. A per-file time limit is the calling worker's job; max_pages is the
+cooperative part of it.
+"""
+from __future__ import annotations
+
+import bz2
+import codecs
+import dataclasses
+import email
+import email.policy
+import gzip
+import importlib
+import io
+import lzma
+import posixpath
+import re
+import shutil
+import struct
+import tempfile
+import zipfile
+from importlib import metadata
+from typing import Callable, Iterator
+from urllib.parse import unquote
+from xml.etree import ElementTree as ET
+
+from ..corpus import BOMS, decode
+from ..errors import InputError
+
+HEAD = 4096  # bytes detect() needs from the start of a file
+PIP = "pip install 'nearDup[formats]'"
+
+# Bump a format's number whenever its extractor's output can change: cached texts are keyed by content hash and
+# version(fmt), so a bump (or a new version of the library doing the work) re-extracts exactly that format.
+EXTRACTOR_VERSION = {"text": 1, "pdf": 1, "docx": 1, "odt": 1, "epub": 1, "html": 1, "eml": 1, "mbox": 1}
+COMPRESSED = ("gz", "bz2", "xz", "zst")
+FORMATS = tuple(EXTRACTOR_VERSION) + COMPRESSED
+LIBRARIES = {"pdf": ("pypdfium2",), "html": ("lxml", "charset-normalizer"), "epub": ("lxml",),
+             "eml": ("lxml",), "mbox": ("lxml",), "zst": ("zstandard",)}
+LABELS = {"text": "text", "pdf": "PDF", "docx": "DOCX", "odt": "ODT", "epub": "EPUB", "html": "HTML",
+          "eml": "e-mail", "mbox": "mbox", "gz": "gzip", "bz2": "bzip2", "xz": "xz", "zst": "zstd", "zip": "zip",
+          "ole": "MS Office (OLE)", "binary": "binary"}
+
+
+@dataclasses.dataclass(frozen=True)
+class ExtractOptions:
+    """How to read documents. max_bytes bounds the uncompressed bytes of one file (all compression layers and zip
+    members together); max_pages (0: none) refuses longer PDFs before reading them."""
+
+    html_main: bool = False
+    max_bytes: int = 256 << 20
+    max_pages: int = 0
+
+
+class ExtractError(InputError):
+    """One file cannot be read as a document; reason is one line saying what happened to it."""
+
+    def __init__(self, reason: str, path: str = ""):
+        super().__init__(reason)
+        self.reason, self.path = reason, path
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.reason}" if self.path else self.reason
+
+
+class Encrypted(ExtractError):
+    """Password-protected PDF, office document or zip member."""
+
+
+class NoText(ExtractError):
+    """A PDF without a text layer (a scan): reported, not read as an empty document."""
+
+
+class Corrupt(ExtractError):
+    """Truncated or malformed file: the parser or decompressor failed."""
+
+
+class Refused(ExtractError):
+    """Past a limit: a zip or compression bomb, too many pages, nesting too deep."""
+
+
+class Unsupported(ExtractError):
+    """Binary data or a container that holds no supported document."""
+
+
+class MissingExtra(ExtractError):
+    """The format's library is not installed; .format names it so the caller can count files per format."""
+
+    def __init__(self, fmt: str, path: str = ""):
+        self.format = fmt
+        super().__init__(f"reading {LABELS.get(fmt, fmt)} needs the formats extra: {PIP}", path)
+
+
+def version(fmt: str, options: ExtractOptions = ExtractOptions()) -> str:
+    """Cache key part for texts extracted as fmt: our extractor's number, its libraries' versions and the options
+    that change the text. A compressed file's inner format is unknown until read, so it depends on them all."""
+    if fmt in COMPRESSED:
+        return "+".join(version(f, options) for f in EXTRACTOR_VERSION) + f"/{fmt}"
+    parts = [f"{fmt}{EXTRACTOR_VERSION.get(fmt, 0)}"]
+    for dist in LIBRARIES.get(fmt, ()) + (("trafilatura",) if options.html_main else ()):
+        try:
+            parts.append(f"{dist}-{metadata.version(dist)}")
+        except metadata.PackageNotFoundError:
+            parts.append(f"{dist}-none")
+    if options.html_main:
+        parts.append("main")
+    return ",".join(parts)
+
+
+# ------------------------------------------------------------------------------------------------- detection
+
+_HTML_TAGS = ("<!doctype html", "<html", "<head", "<body", "<script", "<iframe", "<h1", "<div", "<font", "<table",
+              "<a", "<style", "<title", "<b", "<br", "<p", "<!--")
+_HEADER = re.compile(r"([!-9;-~]+):")
+_MAIL_HEADERS = {"from", "to", "cc", "subject", "date", "message-id", "received", "return-path", "mime-version",
+                 "content-type", "reply-to", "delivered-to", "sender", "in-reply-to", "references", "x-mailer"}
+_MBOX_FROM = re.compile(r"From \S+ .*\d")
+
+
+def detect(head: bytes, name: str = "") -> str:
+    """Format of a file from its first HEAD bytes (magic numbers, the first zip member, markup and header
+    sniffing); name's extension only breaks ties (a .html fragment that does not start with a tag).
+    Returns one of FORMATS, or "zip" (a zip whose kind its member list decides), "ole" or "binary"."""
+    if b"%PDF-" in head[:1024]:  # readers accept junk before the header
+        return "pdf"
+    if head.startswith(b"PK\x03\x04"):
+        return _zip_hint(head)
+    for magic, fmt in ((b"\x1f\x8b", "gz"), (b"\xfd7zXZ\x00", "xz"), (b"\x28\xb5\x2f\xfd", "zst")):
+        if head.startswith(magic):
+            return fmt
+    if head.startswith(b"BZh") and head[3:4].isdigit():
+        return "bz2"
+    if head.startswith(b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"):
+        return "ole"
+    decoded = decode(head)
+    if decoded is None:
+        return "binary"
+    text = decoded[0].lstrip("\ufeff \t\r\n")
+    low = text[:1024].lower()
+    if low.startswith("<?xml") and ("<html" in low or "xhtml" in low):
+        return "html"
+    for tag in _HTML_TAGS:
+        if low.startswith(tag) and low[len(tag):len(tag) + 1] in (" ", ">", "\t", "\n", "\r", "/", "-"):
+            return "html"
+    lines = text.split("\n", 60)
+    if _MBOX_FROM.match(lines[0]) and _mail_headers(lines[1:]):
+        return "mbox"
+    if _mail_headers(lines):
+        return "eml"
+    if name.lower().endswith((".html", ".htm", ".xhtml")) and "<" in text:
+        return "html"
+    return "text"
+
+
+def _mail_headers(lines: list[str]) -> bool:
+    """True when the lines open with an RFC 5322 header block naming at least two usual mail fields."""
+    names = set()
+    for line in lines[:50]:
+        line = line.rstrip("\r")
+        if not line:
+            break
+        if line[0] in " \t" and names:  # folded continuation
+            continue
+        match = _HEADER.match(line)
+        if not match:
+            return False
+        names.add(match.group(1).lower())
+    return len(names & _MAIL_HEADERS) >= 2
+
+
+def _zip_hint(head: bytes) -> str:
+    """ODF and EPUB store an uncompressed "mimetype" member first (both standards require it); OOXML usually
+    starts with [Content_Types].xml. Anything else is decided from the member list by extract()."""
+    if len(head) >= 30:
+        method, size, _, name_len, extra_len = struct.unpack("<H8xIIHH", head[8:30])
+        start = 30 + name_len + extra_len
+        if head[30:30 + name_len] == b"mimetype" and method == 0:
+            mime = head[start:start + size]
+            if mime.startswith(b"application/epub+zip"):
+                return "epub"
+            if mime.startswith(b"application/vnd.oasis.opendocument.text"):
+                return "odt"
+    if b"word/" in head or b"[Content_Types].xml" in head:
+        return "docx"
+    return "zip"
+
+
+# ------------------------------------------------------------------------------------------------ extraction
+
+def extract(path: str, fmt: str | None = None, options: ExtractOptions = ExtractOptions(),
+            warn: Callable[[str], None] | None = None) -> Iterator[tuple[str, str]]:
+    """(id_suffix, text) for each document of the file at path: one ("", text), or ("#i", text) for the i-th
+    message (from 1) of an mbox. fmt defaults to detect(); warn receives one-line notes about parts skipped
+    inside a file that is read all the same (malformed mbox messages). Raises ExtractError (path filled in);
+    an OSError of the system (opening or reading the file) is left to the caller, as for plain files."""
+    with open(path, "rb") as f:
+        if fmt is None:
+            fmt = detect(f.read(HEAD), path)
+            f.seek(0)
+        try:
+            yield from _extract(f, path, fmt, options, _Budget(options.max_bytes), warn, 0)
+        except ExtractError as exc:
+            exc.path = exc.path or path
+            raise
+
+
+def _extract(f, name: str, fmt: str, options: ExtractOptions, budget: "_Budget", warn, depth: int):
+    try:
+        if fmt in COMPRESSED:
+            yield from _compressed(f, name, fmt, options, budget, warn, depth)
+        elif fmt == "pdf":
+            yield from _pdf(f, options)
+        elif fmt in ("docx", "odt", "epub", "zip"):
+            yield "", _zipped(f, options, budget)
+        elif fmt == "mbox":
+            yield from _mbox(f, name, options, budget, warn)
+        elif fmt == "text":  # as the plain-file reader gives it: a .txt.gz reads exactly as its .txt
+            yield "", _plain(_read_all(f, budget), options)
+        elif fmt in _WHOLE:
+            yield "", _tidy(_WHOLE[fmt](_read_all(f, budget), options))
+        elif fmt == "ole":
+            raise _ole(f)
+        elif fmt == "binary":
+            raise Unsupported("binary, skipped")
+        else:
+            raise Unsupported(f"unknown format {fmt!r}: skipped")
+    except ExtractError:
+        raise
+    except MemoryError:
+        raise
+    except OSError as exc:
+        if exc.errno is not None:  # the disk or the file system, not the format (gzip's BadGzipFile has none)
+            raise
+        raise Corrupt(f"corrupt or truncated {LABELS.get(fmt, fmt)} ({_detail(exc)}): skipped") from exc
+    except Exception as exc:  # each parser has its own exception types; all mean the same to the user
+        raise Corrupt(f"corrupt or truncated {LABELS.get(fmt, fmt)} ({_detail(exc)}): skipped") from exc
+
+
+def _detail(exc: Exception) -> str:
+    return " ".join(str(exc).split())[:80] or type(exc).__name__
+
+
+class _Budget:
+    """Uncompressed bytes one file may still produce, shared by all its layers and members."""
+
+    def __init__(self, limit: int):
+        self.limit = self.left = limit
+
+    def take(self, n: int) -> None:
+        self.left -= n
+        if self.left < 0:
+            raise Refused(f"expands past {_size(self.limit)}: refused")
+
+
+def _size(n: int) -> str:
+    for unit in ("bytes", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:g} {unit}" if unit == "bytes" else f"{n:.3g} {unit}"
+        n /= 1024
+
+
+class _Limited(io.RawIOBase):
+    """A stream that charges every byte read to a budget, so a bomb is refused after at most limit bytes."""
+
+    def __init__(self, raw, budget: _Budget):
+        self.raw, self.budget = raw, budget
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        data = self.raw.read(min(len(buffer), 1 << 20))
+        self.budget.take(len(data))
+        buffer[:len(data)] = data
+        return len(data)
+
+
+def _read_all(f, budget: _Budget) -> bytes:
+    chunks = []  # in 1 MiB reads: read(budget) would allocate the whole budget first
+    while chunk := f.read(1 << 20):
+        budget.take(len(chunk))
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _need(module: str, fmt: str):
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        raise MissingExtra(fmt) from exc
+
+
+def _tidy(text: str) -> str:
+    """One line per paragraph, runs of blanks collapsed: the same words read the same from every format."""
+    return "\n".join(" ".join(line.split()) for line in text.splitlines() if line and not line.isspace())
+
+
+# ------------------------------------------------------------------------------------------ compression
+
+def _compressed(f, name: str, fmt: str, options, budget: _Budget, warn, depth: int):
+    if depth >= 3:
+        raise Refused("compressed more than 3 times: refused")
+    if fmt == "gz":
+        raw = gzip.GzipFile(fileobj=f, mode="rb")
+    elif fmt == "bz2":
+        raw = bz2.BZ2File(f)
+    elif fmt == "xz":
+        raw = lzma.LZMAFile(f)
+    else:
+        raw = _Zstd(_need("zstandard", "zst"), f)
+    inner_name = re.sub(r"\.(gz|bz2|xz|zst|tgz)$", "", name, flags=re.IGNORECASE)
+    # The inner format may need to seek (zip, PDF). Most files fit one read and stay in memory; a larger one is
+    # spooled, to disk past 16 MiB.
+    chunks = []
+    while len(chunks) < 16:
+        chunk = raw.read(1 << 20)
+        budget.take(len(chunk))
+        if not chunk:
+            break
+        chunks.append(chunk)
+    else:
+        spool = tempfile.SpooledTemporaryFile(max_size=16 << 20)
+        spool.writelines(chunks)
+        shutil.copyfileobj(_Limited(raw, budget), spool, 1 << 20)
+        chunks = None
+    with io.BytesIO(b"".join(chunks)) if chunks is not None else spool as inner_file:
+        inner_file.seek(0)
+        inner = detect(inner_file.read(HEAD), inner_name)
+        inner_file.seek(0)
+        yield from _extract(inner_file, inner_name, inner, options, budget, warn, depth + 1)
+
+
+class _Zstd(io.RawIOBase):
+    """Frames of a .zst file, decompressed as read. zstandard's stream_reader ends quietly on a truncated frame,
+    so this feeds a decompressobj 1 KiB at a time (each call then expands to at most 32 MiB: one 128 KiB block per
+    4 input bytes) and raises EOFError when the input ends inside a frame."""
+
+    def __init__(self, zstd, f):
+        self.zstd, self.f, self.obj, self.inside = zstd, f, None, False
+        self.pending, self.at = b"", 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        while self.at == len(self.pending):
+            data = self.f.read(1024)
+            if not data:
+                if self.inside:
+                    raise EOFError("truncated zstd frame")
+                return 0
+            out = []
+            while data:
+                if self.obj is None or self.obj.eof:
+                    self.obj = self.zstd.ZstdDecompressor().decompressobj()
+                out.append(self.obj.decompress(data))
+                data = self.obj.unused_data if self.obj.eof else b""
+            self.inside = not self.obj.eof
+            self.pending, self.at = b"".join(out), 0
+        n = min(len(buffer), len(self.pending) - self.at)
+        buffer[:n] = memoryview(self.pending)[self.at:self.at + n]
+        self.at += n
+        return n
+
+
+# ---------------------------------------------------------------------------------------- zip containers
+
+W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
+MC_FALLBACK = "{http://schemas.openxmlformats.org/markup-compatibility/2006}Fallback"
+T = "{urn:oasis:names:tc:opendocument:xmlns:text:1.0}"
+OFFICE = "{urn:oasis:names:tc:opendocument:xmlns:office:1.0}"
+OPF = "{http://www.idpf.org/2007/opf}"
+CONTAINER = "{urn:oasis:names:tc:opendocument:xmlns:container}"
+
+
+def _zipped(f, options, budget: _Budget) -> str:
+    """DOCX, ODT or EPUB, told apart by members (not by what detect() guessed from the first one)."""
+    with zipfile.ZipFile(f) as zf:
+        infos = {info.filename: info for info in zf.infolist()}
+        if any(info.flag_bits & 1 for info in infos.values()):
+            raise Encrypted("encrypted zip members: skipped")
+
+        def member(name: str):
+            info = infos[name]
+            if info.file_size > budget.left:  # the declared size; _Limited catches a header that lies
+                raise Refused(f"member {name} expands past {_size(budget.limit)}: refused")
+            return io.BufferedReader(_Limited(zf.open(info), budget), 1 << 16)
+
+        mime = b""
+        if "mimetype" in infos:
+            with member("mimetype") as m:
+                mime = m.read(200).strip()
+        if mime.startswith(b"application/epub+zip") or (not mime and "META-INF/container.xml" in infos):
+            return _epub(infos, member, options)
+        if mime.startswith(b"application/vnd.oasis.opendocument"):
+            if not mime.startswith(b"application/vnd.oasis.opendocument.text"):
+                raise Unsupported(f"OpenDocument {mime.decode('ascii', 'replace')} is not a text document: skipped")
+            if "META-INF/manifest.xml" in infos:
+                with member("META-INF/manifest.xml") as m:
+                    if b"encryption-data" in m.read():
+                        raise Encrypted("encrypted ODT: skipped")
+            with member("content.xml") as m:
+                return _tidy(_odt_text(m))
+        if "word/document.xml" in infos:
+            parts = []
+            for name in ("word/document.xml", "word/footnotes.xml", "word/endnotes.xml"):
+                if name in infos:
+                    with member(name) as m:
+                        parts.append(_docx_text(m))
+            return _tidy("\n".join(parts))
+        if "[Content_Types].xml" in infos:
+            raise Unsupported("Office Open XML without a Word document (spreadsheet or slides?): skipped")
+        raise Unsupported("zip archive without a document in it: skipped")
+
+
+def _elements(stream, handle: Callable) -> None:
+    """Incremental parse calling handle(event, element); at "end", an element for which handle returns True is
+    dropped from its parent, so a document of any length parses in the memory of its largest kept branch."""
+    stack = []
+    for event, el in ET.iterparse(stream, events=("start", "end")):
+        if event == "start":
+            stack.append(el)
+            handle(event, el)
+        else:
+            stack.pop()
+            if handle(event, el) and stack:
+                stack[-1].remove(el)
+
+
+def _docx_text(stream) -> str:
+    """Runs' w:t text, paragraphs and cells as lines; deleted runs (w:delText) and field codes (w:instrText) are
+    other tags and so left out; mc:Fallback repeats its mc:Choice (text boxes), so it is skipped."""
+    out, fallback = [], [0]
+    marks = {W + "p": "\n", W + "tc": "\n", W + "br": "\n", W + "cr": "\n", W + "tab": "\t",
+             W + "noBreakHyphen": "-"}
+
+    def handle(event, el):
+        if el.tag == MC_FALLBACK:
+            fallback[0] += 1 if event == "start" else -1
+        elif event == "end" and not fallback[0]:
+            if el.tag == W + "t":
+                out.append(el.text or "")
+            elif el.tag in marks:
+                out.append(marks[el.tag])
+        return True
+
+    _elements(stream, handle)
+    return "".join(out)
+
+
+def _odt_text(stream) -> str:
+    """Paragraphs and headings of content.xml in order (tables and lists hold paragraphs); footnote bodies go to
+    the end, as DOCX keeps them apart; annotations and tracked deletions are left out."""
+    out, notes, level = [], [], [0]
+    blocks = (T + "p", T + "h")
+    skipped = (OFFICE + "annotation", T + "tracked-changes", T + "note-citation")
+
+    def walk(el, into):
+        tag = el.tag
+        if tag in skipped:
+            return
+        if tag == T + "note":
+            for child in el:
+                if child.tag == T + "note-body":
+                    walk(child, notes)
+            return
+        if tag == T + "s":
+            into.append(" " * int(el.get(T + "c", "1")))
+        elif tag == T + "tab":
+            into.append("\t")
+        elif tag == T + "line-break":
+            into.append("\n")
+        else:
+            into.append(el.text or "")
+        for child in el:
+            walk(child, into)
+            into.append(child.tail or "")
+        if tag in blocks:
+            into.append("\n")
+
+    def handle(event, el):
+        if el.tag in skipped:
+            level[0] += 1000 if event == "start" else -1000  # nothing inside is body text
+        elif el.tag in blocks:
+            if event == "start":
+                level[0] += 1
+            else:
+                level[0] -= 1
+                if level[0] == 0:  # outermost paragraph complete: its text, tails and nested notes are all in
+                    walk(el, out)
+        return level[0] <= 0  # inside a paragraph, children stay until the paragraph is walked
+
+    _elements(stream, handle)
+    return "".join(out) + "\n" + "".join(notes)
+
+
+def _epub(infos, member, options) -> str:
+    """The spine's documents in reading order, each read as (X)HTML."""
+    with member("META-INF/container.xml") as m:
+        root = ET.parse(m).getroot()
+    rootfile = root.find(f".//{CONTAINER}rootfile")
+    if rootfile is None or not rootfile.get("full-path"):
+        raise Corrupt("EPUB without a package document (META-INF/container.xml): skipped")
+    opf_path = rootfile.get("full-path")
+    with member(opf_path) as m:
+        opf = ET.parse(m).getroot()
+    base = posixpath.dirname(opf_path)
+    hrefs = {item.get("id"): item.get("href", "") for item in opf.iter(OPF + "item")}
+    texts = []
+    for ref in opf.iter(OPF + "itemref"):
+        href = hrefs.get(ref.get("idref"))
+        if href is None:
+            continue
+        name = posixpath.normpath(posixpath.join(base, unquote(href.split("#")[0])))
+        if name in infos:
+            with member(name) as m:
+                texts.append(_html_bytes(m.read(), ExtractOptions()))  # chapters have no site template
+    return _tidy("\n".join(texts))
+
+
+def _ole(f) -> ExtractError:
+    """Encrypted OOXML/ODF files are OLE compound files holding an EncryptedPackage stream; other OLE files are
+    legacy .doc/.xls/.ppt, which nearDup does not read."""
+    data = f.read(1 << 20)
+    if len(data) >= 512:  # the directory starts at header sector 0x30 (sector size 1 << u16 at 0x1E)
+        shift, first = struct.unpack("<H", data[0x1E:0x20])[0], struct.unpack("<I", data[0x30:0x34])[0]
+        if 7 <= shift <= 16 and first < 0xFFFFFFFA:
+            f.seek((first + 1) << shift)
+            data += f.read(4 << shift)
+    if "EncryptedPackage".encode("utf-16-le") in data:
+        return Encrypted("encrypted office document: skipped")
+    return Unsupported("legacy MS Office format (.doc/.xls/.ppt): skipped; save it as .docx or .odt")
+
+
+# ------------------------------------------------------------------------------------------------------- PDF
+
+def _pdf(f, options) -> Iterator[tuple[str, str]]:
+    pdfium = _need("pypdfium2", "pdf")
+    try:
+        # PDFium reads a named file itself; a file object (a decompressed spool) goes through Python callbacks.
+        doc = pdfium.PdfDocument(f.name if isinstance(getattr(f, "name", None), str) else f)
+    except pdfium.PdfiumError as exc:
+        if "password" in str(exc).lower():
+            raise Encrypted("encrypted PDF: skipped") from exc
+        raise
+    try:
+        pages = len(doc)
+        if options.max_pages and pages > options.max_pages:
+            raise Refused(f"{pages} pages, more than the limit of {options.max_pages}: refused")
+        texts = []
+        for i in range(pages):  # one page's objects alive at a time
+            page = doc[i]
+            textpage = page.get_textpage()
+            texts.append(textpage.get_text_range())
+            textpage.close()
+            page.close()
+    finally:
+        doc.close()
+    # PDFium marks a hyphen at a line end as U+FFFE (or 0x02): it is still a hyphen between two words.
+    text = _tidy("\n".join(texts).replace("\ufffe", "-").replace("\x02", "-"))
+    if not text:
+        raise NoText("no text layer (scanned?): skipped")
+    yield "", text
+
+
+# ------------------------------------------------------------------------------------------------------ HTML
+
+_META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9_.:-]+)""", re.IGNORECASE)
+_XML_ENCODING = re.compile(rb"""^<\?xml[^>]+encoding\s*=\s*["']([A-Za-z0-9_.:-]+)""")
+_SKIP_TAGS = ("script", "style", "noscript", "template", "head", "svg", "math", "iframe", "object", "select")
+_BLOCK_TAGS = frozenset(
+    "address article aside blockquote br caption dd details div dl dt fieldset figcaption figure footer form h1 h2 "
+    "h3 h4 h5 h6 header hr li main nav ol p pre section summary table td th tr ul body html".split())
+
+
+def html_decode(data: bytes) -> str:
+    """Text of an HTML file: a BOM decides; then valid UTF-8 is UTF-8, whatever a meta tag says (a page that
+    declares latin-1 but holds UTF-8 would otherwise come out as mojibake); then the declared charset if it
+    decodes; then charset-normalizer's guess; then windows-1252, the web's default."""
+    for bom, encoding in BOMS:
+        if data.startswith(bom):
+            return data[len(bom):].decode(encoding, "replace")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        pass
+    found = _XML_ENCODING.search(data[:200]) or _META_CHARSET.search(data[:8192])
+    if found:
+        try:
+            declared = codecs.lookup(found.group(1).decode("ascii")).name
+            if declared in ("latin-1", "iso8859-1", "ascii"):
+                declared = "cp1252"  # what browsers do with these labels
+            return data.decode(declared)
+        except (LookupError, UnicodeDecodeError):
+            pass
+    try:
+        best = importlib.import_module("charset_normalizer").from_bytes(data[:1 << 20]).best()
+        if best is not None:
+            return data.decode(best.encoding, "replace")
+    except ImportError:
+        pass
+    return data.decode("cp1252", "replace")
+
+
+def _html_bytes(data: bytes, options) -> str:
+    return html_text(html_decode(data), options.html_main)
+
+
+def html_text(markup: str, main: bool = False) -> str:
+    """Visible text of an HTML document: no scripts, styles, comments, hidden elements or tags; block elements
+    end lines so words of adjacent blocks never join. main: trafilatura's main content (navigation, headers,
+    footers and sidebars dropped), or all visible text when it finds none (a very short page)."""
+    if main:
+        found = _need("trafilatura", "html").extract(markup, include_comments=False, include_tables=True)
+        if found:
+            return found
+    lxml_html = _need("lxml.html", "html")
+    from lxml import etree
+
+    markup = re.sub(r"^\s*<\?xml[^>]*\?>", "", markup)  # lxml refuses str input with an encoding declaration
+    if not markup.strip():
+        return ""
+    try:
+        doc = lxml_html.document_fromstring(markup)
+    except etree.ParserError:  # nothing but comments or blanks
+        return ""
+    for el in doc.xpath("//*[@hidden]"):
+        el.drop_tree()
+    etree.strip_elements(doc, etree.Comment, etree.ProcessingInstruction, *_SKIP_TAGS, with_tail=False)
+    out = []
+    for event, el in etree.iterwalk(doc, events=("start", "end")):
+        block = isinstance(el.tag, str) and el.tag.lower() in _BLOCK_TAGS
+        if event == "start":
+            if block:
+                out.append("\n")
+            out.append(el.text or "")
+        else:
+            if block:
+                out.append("\n")
+            out.append(el.tail or "")
+    return "".join(out)
+
+
+def _plain(data: bytes, options) -> str:
+    decoded = decode(data)
+    if decoded is None:
+        raise Unsupported("binary, skipped")
+    return decoded[0]
+
+
+# ---------------------------------------------------------------------------------------------------- e-mail
+
+def _email_text(msg) -> str:
+    """Subject and the body: text/plain preferred, else text/html as visible text; attachments are ignored."""
+    parts = [str(msg.get("subject", "") or "")]
+    body = msg.get_body(preferencelist=("plain", "html"))
+    if body is not None:
+        try:
+            content = body.get_content()
+        except (LookupError, UnicodeError):  # unknown or wrong charset label
+            content = (body.get_payload(decode=True) or b"").decode("utf-8", "replace")
+        if isinstance(content, bytes):
+            content = content.decode("utf-8", "replace")
+        parts.append(html_text(content) if body.get_content_subtype() == "html" else content)
+    return "\n".join(parts)
+
+
+def _eml(data: bytes, options) -> str:
+    return _email_text(email.message_from_bytes(data, policy=email.policy.default))
+
+
+def _mbox(f, name: str, options, budget: _Budget, warn) -> Iterator[tuple[str, str]]:
+    """Messages split at "From " lines that follow a blank line (or start the file), streamed one at a time.
+    A message without headers, or that the parser cannot read, is counted and skipped; the rest go on."""
+    index, bad, lines, blank = 0, 0, None, True
+
+    def emit():
+        msg = email.message_from_bytes(b"".join(lines), policy=email.policy.default)
+        if not len(msg.keys()):
+            raise ValueError("no header fields")
+        return _tidy(_email_text(msg))
+
+    def flush():
+        nonlocal bad
+        try:
+            text = emit()
+        except ExtractError:
+            raise
+        except Exception:
+            bad += 1
+            return None
+        return text
+
+    for line in f:
+        budget.take(len(line))
+        if blank and line.startswith(b"From "):
+            if lines is not None:
+                text = flush()
+                if text is not None:
+                    yield f"#{index}", text
+            index, lines = index + 1, []
+        elif lines is not None:
+            lines.append(line[1:] if re.match(rb">+From ", line) else line)  # mboxrd quoting
+        blank = line in (b"\n", b"\r\n")
+    if lines is not None:
+        text = flush()
+        if text is not None:
+            yield f"#{index}", text
+    if bad and warn is not None:
+        warn(f"{name}: {bad} of {index} messages malformed, skipped")
+
+
+_WHOLE = {"html": _html_bytes, "eml": _eml}
+
