@@ -283,6 +283,7 @@ class WorkDir:
         self._lock_fd: int | None = None
         self._pending: dict | None = None  # a transaction's stage records and settings, not yet in the manifest
         self._folders: set[str] = set()  # stage folders known to exist (a mkdir per path was a syscall per file)
+        self._checked = b""  # the manifest's bytes as last checked for shape
 
     def _claim(self, write: bool, cache: bool) -> None:
         """Check that the existing folder root is nearDup's: marked, or empty (then marked now), or a work dir
@@ -345,9 +346,12 @@ class WorkDir:
             return {"format": FORMAT, "version": __version__, "stages": {}}
         corrupt = WorkDirError(f"{path}: manifest is corrupt; re-run with --force to rebuild the work dir")
         try:
-            manifest = json.loads(path.read_text(encoding="utf-8"))
+            data = path.read_bytes()
+            manifest = json.loads(data)
         except (ValueError, OSError):
             raise corrupt from None
+        if data == self._checked:  # the shape check costs ~1 ms; a run reads the manifest some thirty times
+            return manifest
         if not isinstance(manifest, dict) or not isinstance(manifest.get("stages"), dict):
             raise corrupt
         if manifest.get("format") != FORMAT:
@@ -357,6 +361,7 @@ class WorkDir:
                 f"or re-run with --force to rebuild it")
         if not _valid(manifest, _MANIFEST_SPEC) or not all(_same_lengths(r) for r in manifest["stages"].values()):
             raise corrupt  # checked once here, so that no stage meets a record of the wrong shape
+        self._checked = data
         return manifest
 
     def stage(self, name: str) -> dict | None:
