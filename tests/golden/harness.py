@@ -14,7 +14,8 @@ What legitimately differs between two runs, machines or checkouts is normalised,
 - in manifest.json: "completed" timestamps and "version" (the package version) are dropped, "cwd" is {ROOT};
   on stdout the package version (jsonl header, script comment) is {VERSION};
 - files nearDup keeps for itself only: the lock and cache.json (a run's timing), temporary files.
-A .npz is digested per array (name, dtype, shape, bytes), which also makes the inode column normalisable.
+A .npz is recorded as its size and members (name, compression) and a digest per array (dtype, shape, bytes), so
+the inode column can be normalised.
 """
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ import re
 import shutil
 import subprocess
 import sys
+import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -37,7 +39,7 @@ SAMPLE = REPO / "sample_corpus"
 GOLDEN = Path(__file__).resolve().parent
 MTIME = 1_600_000_000  # the mtimes given to every input file: base + a fixed, name-ordered shuffle of hours
 
-sys.path.insert(0, str(TESTS))
+sys.path[:0] = [str(REPO), str(TESTS)]  # this checkout's nearDup, whichever one the venv installed
 from conftest import generate_corpus  # noqa: E402  (tests/ is not a package)
 
 from nearDup import __version__  # noqa: E402
@@ -280,7 +282,10 @@ def workdir_record(work: Path, norm: Normaliser) -> list[str]:
             continue
         files.append((norm.prefix(rel), path))
     for rel, path in sorted(files):
-        if path.suffix == ".npz":
+        if path.suffix == ".npz":  # the archive's layout, then each array (the bytes hold inodes)
+            with zipfile.ZipFile(path) as z:
+                members = " ".join(f"{i.filename}:{i.compress_type}" for i in z.infolist())
+            lines.append(f"{rel} {path.stat().st_size} bytes: {members}")
             with np.load(path, allow_pickle=False) as data:
                 for name in sorted(data.files):
                     lines.append(f"{rel}[{name}] {digest_array(norm.array(name, data[name]))}")
@@ -295,10 +300,12 @@ def workdir_record(work: Path, norm: Normaliser) -> list[str]:
 
 
 def environment(root: Path) -> dict:
-    """No user settings, no terminal, no colour; the cache (of run without -w) inside the scenario's folder."""
+    """No user settings, no terminal, no colour; the cache (of run without -w) inside the scenario's folder; the
+    nearDup of this checkout (an editable install may point at another worktree)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("NEARDUP_")}
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO), *filter(None, [env.get("PYTHONPATH")])])
     env.update(XDG_CONFIG_HOME=str(root / ".config"), XDG_CACHE_HOME=str(root / ".cache"), NO_COLOR="1",
-               TERM="dumb", COLUMNS="100", LC_ALL="C.UTF-8", PYTHONHASHSEED="0")
+               TERM="dumb", COLUMNS="100", LC_ALL="C.UTF-8", PYTHONUTF8="1", PYTHONHASHSEED="0")
     return env
 
 
