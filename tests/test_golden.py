@@ -8,13 +8,9 @@ and why. A difference is shown as a unified diff. An intended change is frozen a
 from __future__ import annotations
 
 import difflib
-import sys
-from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parent / "golden"))
-import harness  # noqa: E402
+from golden import harness
 
 MAX_DIFF_LINES = 150
 

@@ -11,8 +11,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import harness  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests/, as pytest has it
+from golden import harness  # noqa: E402
 
 
 def main(names: list[str]) -> None:

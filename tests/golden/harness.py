@@ -27,11 +27,12 @@ import shutil
 import subprocess
 import sys
 import zipfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
+from conftest import generate_corpus  # tests/ is on sys.path: pytest puts it there, and so does freeze.py
 
 TESTS = Path(__file__).resolve().parent.parent
 REPO = TESTS.parent
@@ -39,15 +40,10 @@ SAMPLE = REPO / "sample_corpus"
 GOLDEN = Path(__file__).resolve().parent
 MTIME = 1_600_000_000  # the mtimes given to every input file: base + a fixed, name-ordered shuffle of hours
 
-sys.path[:0] = [str(REPO), str(TESTS)]  # this checkout's nearDup, whichever one the venv installed
-from conftest import generate_corpus  # noqa: E402  (tests/ is not a package)
-
-from nearDup import __version__  # noqa: E402
-
 IGNORED = {"lock", "cache.json"}
 KEY = re.compile(r"\b[0-9a-f]{32}\b")
 KEY_PREFIX = re.compile(r"(?<![0-9a-f])[0-9a-f]{12}(?=\.)")
-VERSION = re.compile(r'("version": "|nearDup )' + re.escape(__version__) + r'\b')
+VERSION = re.compile(r'("version": "|nearDup )\d+(?:\.\d+)+(?:[-+.]?[a-z0-9]+)*')  # 0.1.0, 1.2.0rc1, 2.0.dev3
 IDENT = re.compile(r"'(\d+) (\d+)'")  # 'device inode' in an action script (its other fields hold three numbers)
 
 
@@ -214,7 +210,8 @@ class Labels:
     """Stable names for values that differ per run or machine, numbered in order of first appearance."""
 
     def __init__(self, prefix: str):
-        self.prefix, self.names = prefix, {}
+        self.prefix = prefix
+        self.names: dict[object, str] = {}
 
     def __call__(self, value) -> str:
         return self.names.setdefault(value, f"{self.prefix}{len(self.names) + 1}")
@@ -227,7 +224,7 @@ class Normaliser:
     inodes: Labels = field(default_factory=lambda: Labels("I"))
 
     def text(self, text: str) -> str:
-        for root in {str(self.root.resolve()), str(self.root)}:
+        for root in sorted({str(self.root.resolve()), str(self.root)}, key=len, reverse=True):  # /private/tmp/x first
             text = text.replace(root, "{ROOT}")
         text = VERSION.sub(lambda m: m[1] + "{VERSION}", text)
         return IDENT.sub(lambda m: f"'{{DEV}} {self.inodes(int(m[2]))}'", text)
@@ -242,13 +239,13 @@ class Normaliser:
             return self.keys(full[0] if full else m[0])
         return KEY_PREFIX.sub(label, name)
 
-    def json(self, obj, name: str = ""):
+    def json(self, obj):
         if isinstance(obj, dict):
-            return {k: self.json(v, k) for k, v in obj.items() if k not in ("completed", "version")}
+            return {k: self.json(v) for k, v in obj.items() if k not in ("completed", "version")}
         if isinstance(obj, list):
             return [self.json(v) for v in obj]
         if isinstance(obj, str):
-            return "{ROOT}" if name == "cwd" else self.key(self.text(obj))
+            return self.key(self.text(obj))  # "cwd" becomes {ROOT}
         return obj
 
     def array(self, name: str, a: np.ndarray) -> np.ndarray:
@@ -305,7 +302,7 @@ def environment(root: Path) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith("NEARDUP_")}
     env["PYTHONPATH"] = os.pathsep.join([str(REPO), *filter(None, [env.get("PYTHONPATH")])])
     env.update(XDG_CONFIG_HOME=str(root / ".config"), XDG_CACHE_HOME=str(root / ".cache"), NO_COLOR="1",
-               TERM="dumb", COLUMNS="100", LC_ALL="C.UTF-8", PYTHONUTF8="1", PYTHONHASHSEED="0")
+               TERM="dumb", COLUMNS="100", LC_ALL="C.UTF-8", PYTHONUTF8="1", PYTHONHASHSEED="0", TZ="UTC")
     return env
 
 
@@ -323,7 +320,7 @@ def render(scenario: Scenario, root: Path) -> tuple[str, list[str]]:
             step.act(root)
             out += ["", f"## change: {step.change}", f"inputs {inputs_digest(root)}"]
             continue
-        proc = subprocess.run([sys.executable, "-m", "nearDup", *step.args], cwd=root, env=env,
+        proc = subprocess.run([sys.executable, "-m", "nearDup", *step.args], cwd=root, env=env, check=False,
                               capture_output=True, timeout=120)
         stdouts.append(proc.stdout.decode("utf-8", "surrogateescape"))
         out += ["", "$ neardup " + " ".join(step.args), f"exit {proc.returncode}", "--- stdout"]
