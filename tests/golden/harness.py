@@ -96,7 +96,7 @@ def touch(path: str, mtime: int) -> Callable[[Path], None]:
 class Step:
     """A change to the inputs (described, then done) or a command line (run in the scenario's folder)."""
     args: list[str] = field(default_factory=list)
-    workdir: str | None = None  # the work dir to record after the command
+    workdir: str | None = None  # the work dir to record after the command (a glob pattern: every match)
     change: str = ""
     act: Callable[[Path], None] | None = None
 
@@ -162,6 +162,10 @@ SCENARIOS = [
         cmd(SAMPLE_RUN + " --keep newest,alpha --print keepers"),
         cmd(SAMPLE_RUN + " --link connected --groups --format jsonl"),
         cmd(SAMPLE_RUN + " -t 0.5", "w"),
+    ]),
+    Scenario("sample_default_workdir", sample, [  # run without -w: a work dir in the cache, reused
+        cmd("-j 1 run sample_corpus", ".cache/neardup/*"),
+        cmd("-j 1 run sample_corpus --groups", ".cache/neardup/*"),
     ]),
     Scenario("sample_scripts", sample, [
         cmd(SAMPLE_RUN + " --print script", "w"),
@@ -265,8 +269,6 @@ def digest_array(a: np.ndarray) -> str:
 
 def workdir_record(work: Path, norm: Normaliser) -> list[str]:
     """One line per file nearDup wrote (per array of a .npz), the manifest in full: normalised as documented."""
-    if not work.is_dir():
-        return ["(no work dir)"]
     lines = []
     manifest = work / "manifest.json"
     if manifest.exists():  # first: its keys name the labels the file names then use
@@ -327,9 +329,10 @@ def render(scenario: Scenario, root: Path) -> tuple[str, list[str]]:
         out += norm.text(stdouts[-1].replace("\0", "\\0\n")).splitlines()
         if proc.returncode not in (0, 1):
             out += ["--- stderr", *norm.text(proc.stderr.decode("utf-8", "replace")).splitlines()]
-        if step.workdir:
-            files = workdir_record(root / step.workdir, norm)
-            out += [f"--- work dir {step.workdir}"]
+        if step.workdir:  # a path, or a pattern for the cache dir named by a digest of absolute paths
+            found = sorted(root.glob(step.workdir))
+            files = [line for work in found for line in workdir_record(work, norm)] or ["(no work dir)"]
+            out += [f"--- work dir {step.workdir}" + (f" ({len(found)} found)" if "*" in step.workdir else "")]
             out += ["(unchanged)"] if files == previous else files
             previous = files
     return "\n".join(out) + "\n", stdouts
