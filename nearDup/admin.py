@@ -15,7 +15,6 @@ from click.core import ParameterSource
 
 from . import __version__, cache, settings
 
-
 # ---------------------------------------------------------------------------------------------- help and man
 
 class Command(click.Command):

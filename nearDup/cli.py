@@ -11,14 +11,24 @@ import math
 import os
 import sys
 import traceback
-from typing import Callable
+from collections.abc import Callable
 
 import click
 from click.core import ParameterSource
 
 from . import __version__, actions, admin, cache, corpus, settings, stages
-from .config import (DEFAULT_THRESHOLD, METHODS, UNITS, CandidateParams, ClusterParams, ShingleParams,
-                     SignatureParams, SourceParams, VerifyParams, default_jobs)
+from .config import (
+    DEFAULT_THRESHOLD,
+    METHODS,
+    UNITS,
+    CandidateParams,
+    ClusterParams,
+    ShingleParams,
+    SignatureParams,
+    SourceParams,
+    VerifyParams,
+    default_jobs,
+)
 from .engine import make_engine
 from .errors import InputError, NearDupError
 from .groups import DEFAULT_RULES, RULES, KeeperRules, replay_groups
@@ -134,7 +144,7 @@ def _stop_on_sigterm() -> None:
         signal.signal(signal.SIGTERM, interrupt)
 
 
-_ACTIVE: list["App"] = []  # the App of the command line being run, for closing its output on Ctrl-C
+_ACTIVE: list[App] = []  # the App of the command line being run, for closing its output on Ctrl-C
 
 
 def _abort_output() -> None:
@@ -439,7 +449,7 @@ def _cluster_params(link, keep, prefer) -> ClusterParams:
 class Results:
     """What can be printed: the verified pairs, and (computed only when asked) the groups and the documents."""
 
-    pairs: "list[dict] | stages.StoredPairs"  # stored pairs are read as they are printed
+    pairs: list[dict] | stages.StoredPairs  # stored pairs are read as they are printed
     groups: Callable[[], list[dict]]
     docs: Callable[[], list[dict]]
     soft_errors: int = 0
@@ -447,7 +457,7 @@ class Results:
     size_of: Callable[[dict], int] = lambda member: 0  # a group member's size in bytes
 
     @classmethod
-    def of_workdir(cls, runner: stages.Runner, last: str, new_only: bool = False) -> "Results":
+    def of_workdir(cls, runner: stages.Runner, last: str, new_only: bool = False) -> Results:
         """The stored results; new_only: only the pairs and groups that involve a document added or changed
         since the last report (and those documents)."""
         work = runner.work
@@ -464,7 +474,7 @@ class Results:
 
 
     @classmethod
-    def of_replay(cls, saved: list[dict], threshold: float, params: ClusterParams, references) -> "Results":
+    def of_replay(cls, saved: list[dict], threshold: float, params: ClusterParams, references) -> Results:
         cache: dict = {}
 
         def grouped() -> dict:  # computed once, and only if something needs groups
@@ -837,7 +847,7 @@ def query(ctx, paths, index, threshold, **fixed):
     app.start_output({k: v for k, v in ctx.params.items() if v not in (None, (), False) and k != "index"})
     soft = problems.get("unreadable", 0) + problems.get("vanished", 0)
     resolved = {**stages.resolved_params(work, "band"), "threshold": stages.inherited_threshold(work, threshold)}
-    ctx.exit(_report(app, Results(pairs, lambda: [], lambda: [], soft, resolved)))
+    ctx.exit(_report(app, Results(pairs, list, list, soft, resolved)))
 
 
 @cli.command()

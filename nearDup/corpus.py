@@ -18,7 +18,8 @@ import re
 import stat
 import sys
 import unicodedata
-from typing import Callable, Iterable, Iterator, NamedTuple, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import NamedTuple
 
 import numpy as np
 
@@ -32,7 +33,8 @@ BOMS = ((b"\xef\xbb\xbf", "utf-8"), (b"\xff\xfe\x00\x00", "utf-32-le"), (b"\x00\
 
 
 class Item(NamedTuple):
-    """One unit of input: a whole file (kind "file") or lines [first_line, ...) at bytes [start, end) of a JSONL file."""
+    """One unit of input: a whole file (kind "file") or lines [first_line, ...) at bytes [start, end) of a JSONL
+    file."""
 
     kind: str
     path: str

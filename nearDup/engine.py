@@ -19,8 +19,8 @@ import sys
 import time
 import uuid
 import warnings
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, Sequence
 
 from . import __version__
 from .config import FORMAT, default_jobs
@@ -249,7 +249,7 @@ class DaskEngine:
     @classmethod
     def connect(cls, scheduler: str | None, scheduler_file: str | None, progress: bool = False,
                 workdir: str | os.PathLike | None = None,
-                log: Callable[[str], None] = lambda message: None) -> "DaskEngine":
+                log: Callable[[str], None] = lambda message: None) -> DaskEngine:
         """Connect to a running scheduler (tcp://HOST:PORT, or the address in a scheduler file), or start a
         LocalCluster (local:N: N worker processes of one thread); then check the workers (see check)."""
         option = "--scheduler" if scheduler is not None else "--scheduler-file"

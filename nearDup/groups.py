@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import re
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 
@@ -40,7 +40,7 @@ class KeeperRules:
     prefer: str | None = None
 
     @classmethod
-    def parse(cls, text: str, prefer: str | None = None) -> "KeeperRules":
+    def parse(cls, text: str, prefer: str | None = None) -> KeeperRules:
         order = tuple(r.strip() for r in text.split(",") if r.strip())
         unknown = [r for r in order if r not in RULES]
         if unknown:

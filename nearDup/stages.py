@@ -10,23 +10,32 @@ from __future__ import annotations
 import dataclasses
 import os
 import sys
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
-from typing import Callable, NamedTuple, NoReturn
+from typing import NamedTuple, NoReturn
 
 import numpy as np
 
 from . import cache, corpus
-from .catalog import (Catalog, binary_columns, binary_of, item_digest, plan, shard_columns,
-                      skip_known_binary)
-from .config import (DEFAULT_THRESHOLD, FORMAT, BandParams, CandidateParams, ClusterParams, ShingleParams,
-                     SignatureParams, SourceParams, VerifyParams, digest)
+from .catalog import Catalog, binary_columns, binary_of, item_digest, plan, shard_columns, skip_known_binary
+from .config import (
+    DEFAULT_THRESHOLD,
+    FORMAT,
+    BandParams,
+    CandidateParams,
+    ClusterParams,
+    ShingleParams,
+    SignatureParams,
+    SourceParams,
+    VerifyParams,
+    digest,
+)
 from .engine import counter
 from .errors import InputError, ParameterError, WorkDirError
 from .groups import KeeperRules, build_groups
 from .kernels import lsh, minhash, sets
-from .kernels.shingle import (CodePointHasher, finish_word, kgram_hashes, prepare_word_tables, word_hashes,
-                              word_state)
+from .kernels.shingle import CodePointHasher, finish_word, kgram_hashes, prepare_word_tables, word_hashes, word_state
 from .output import plural
 from .store import STAGES, WorkDir
 

@@ -63,8 +63,16 @@ from pathlib import Path
 import numpy as np
 
 from . import __version__
-from .config import (FORMAT, BandParams, CandidateParams, ClusterParams, ShingleParams, SignatureParams,
-                     SourceParams, VerifyParams)
+from .config import (
+    FORMAT,
+    BandParams,
+    CandidateParams,
+    ClusterParams,
+    ShingleParams,
+    SignatureParams,
+    SourceParams,
+    VerifyParams,
+)
 from .errors import WorkDirError
 
 # json.dumps(record, ensure_ascii=False, sort_keys=True), without building an encoder for every record
@@ -364,7 +372,7 @@ class WorkDir:
 
     def record_stage(self, name: str, record: dict) -> None:
         record = {**record, "version": __version__,
-                  "completed": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
+                  "completed": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")}
         self._write(stages={name: record})
 
     def set(self, **settings) -> None:

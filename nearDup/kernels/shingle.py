@@ -13,6 +13,7 @@ text order (`sets.csr_lists`), made a sorted set when compared (`sets.gather_set
 from __future__ import annotations
 
 import functools
+import itertools
 import re
 
 import mmh3
@@ -100,7 +101,7 @@ def word_hashes(texts: list[str], positions: bool = True) -> tuple[np.ndarray, n
     cuts = [0, *(np.flatnonzero(narrow[1:] != narrow[:-1]) + 1).tolist(), len(texts)]
     seen = [0, 0]  # texts of each kind before the run
     hashes, counts, where = [], [], []
-    for lo, hi in zip(cuts[:-1], cuts[1:]):
+    for lo, hi in itertools.pairwise(cuts):
         kind = int(narrow[lo])
         ga, gb = seen[kind], seen[kind] + hi - lo
         h, c, pos = results[kind]
@@ -137,7 +138,8 @@ def _batched_word_hashes(texts: list[str], positions: bool = True) -> tuple[np.n
             batch.append(text)
             size += len(text) + 1
     if not results:
-        return np.empty(0, np.uint32), np.zeros(len(texts), np.int64), (np.empty((2, 0), np.int64) if positions else None)
+        return (np.empty(0, np.uint32), np.zeros(len(texts), np.int64),
+                np.empty((2, 0), np.int64) if positions else None)
     hashes, counts, where = zip(*results)
     return np.concatenate(hashes), np.concatenate(counts), np.concatenate(where, axis=1) if positions else None
 

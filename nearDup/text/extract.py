@@ -33,8 +33,8 @@ import shutil
 import struct
 import tempfile
 import zipfile
+from collections.abc import Callable, Iterator
 from importlib import metadata
-from typing import Callable, Iterator
 from urllib.parse import unquote
 from xml.etree import ElementTree as ET
 
@@ -218,7 +218,7 @@ def extract(path: str, fmt: str | None = None, options: ExtractOptions = Extract
             raise
 
 
-def _extract(f, name: str, fmt: str, options: ExtractOptions, budget: "_Budget", warn, depth: int):
+def _extract(f, name: str, fmt: str, options: ExtractOptions, budget: _Budget, warn, depth: int):
     try:
         if fmt in COMPRESSED:
             yield from _compressed(f, name, fmt, options, budget, warn, depth)
