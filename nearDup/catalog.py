@@ -132,9 +132,9 @@ class Catalog:
                 width = int(np.char.str_len(column).max())  # wider than its longest value: narrow it
                 column = column.astype(f"S{max(width, 1)}")
             h.update(b"%d:%d\1" % (len(column), column.dtype.itemsize))
-            h.update(column.view(np.uint8))
+            h.update(column.view(np.uint8))  # type: ignore[arg-type]  # a buffer: see store._read_npy
         for f in NUMBERS:
-            h.update(np.ascontiguousarray(self.columns[f], np.int64).view(np.uint8))
+            h.update(np.ascontiguousarray(self.columns[f], np.int64).view(np.uint8))  # type: ignore[arg-type]
         return h.hexdigest()
 
     def summary(self) -> dict:
@@ -193,6 +193,7 @@ def plan(stored: Catalog, items: list[corpus.Item], source: SourceParams) -> Pla
     was_live = stored.live
     sizes, mtimes, inodes = (stored[f].tolist() for f in ("size", "mtime_ns", "inode"))
     changed = []
+    n: int | None  # a row number, or None where a lookup found none
     if source.jsonl:
         by_item: dict[str, list[int]] = {}
         for n in np.flatnonzero(was_live).tolist():

@@ -107,7 +107,8 @@ class NearDupGroup(click.Group):
             click.echo(f"{chr(10) if sys.stderr.isatty() else ''}neardup: interrupted; the next run resumes", err=True)
             code = 130
         except click.ClickException as e:
-            where = f"{e.ctx.command_path}: " if getattr(e, "ctx", None) is not None else "neardup: "
+            ctx = getattr(e, "ctx", None)  # a UsageError's
+            where = f"{ctx.command_path}: " if ctx is not None else "neardup: "
             click.echo(f"{where}error: {' '.join(e.format_message().split())}", err=True)
             code = 2
         except NearDupError as e:
@@ -499,7 +500,8 @@ def _report(app: App, results: Results) -> int:
     all_groups = results.groups() if select != "pairs" or app.reference_only else None
     groups = all_groups
     if app.reference_only:
-        groups = [g for g in groups if any(m["reference"] for m in g["members"])]
+        assert all_groups is not None  # computed for --reference-only
+        groups = [g for g in all_groups if any(m["reference"] for m in g["members"])]
     counts = {"pairs": len(pairs)}
     if groups is not None:
         counts.update(groups=len(groups), duplicates=sum(m["role"] == "duplicate" for g in groups
@@ -510,17 +512,19 @@ def _report(app: App, results: Results) -> int:
         printer.header(__version__, select, {**results.params, **given})  # resolved first, then the rest given
         if select == "pairs":
             printer.pairs(pairs)
-        elif select == "groups":
-            printer.groups(groups)
-        elif select == "script":
-            docs = {d["id"]: d for d in results.docs()}
-            printer.text(actions.make_script(groups, docs, app.action, app.quarantine))
-        elif select == "uniques":
-            grouped = {m["id"] for g in all_groups for m in g["members"]}
-            printer.paths([d["id"] for d in results.docs() if d["id"] not in grouped], "unique")
         else:
-            role = {"dupes": "duplicate", "keepers": "keeper"}[select]
-            printer.paths([m["id"] for g in groups for m in g["members"] if m["role"] == role], role)
+            assert all_groups is not None and groups is not None  # computed for every --print but pairs
+            if select == "groups":
+                printer.groups(groups)
+            elif select == "script":
+                docs = {d["id"]: d for d in results.docs()}
+                printer.text(actions.make_script(groups, docs, app.action, app.quarantine))
+            elif select == "uniques":
+                grouped = {m["id"] for g in all_groups for m in g["members"]}
+                printer.paths([d["id"] for d in results.docs() if d["id"] not in grouped], "unique")
+            else:
+                role = {"dupes": "duplicate", "keepers": "keeper"}[select]
+                printer.paths([m["id"] for g in groups for m in g["members"] if m["role"] == role], role)
         printer.summary(counts)
         printer.stream.flush()
     app.finished = True
@@ -531,7 +535,7 @@ def _report(app: App, results: Results) -> int:
     return 1 if app.exit_code and (groups if groups is not None else pairs) else 0
 
 
-def _summary(pairs: list[dict], groups: list[dict] | None, size_of: Callable[[dict], int]) -> str:
+def _summary(pairs: list[dict] | stages.StoredPairs, groups: list[dict] | None, size_of: Callable[[dict], int]) -> str:
     """The last line on stderr, like `fdupes -m`: how many groups and duplicates, and the bytes the duplicates
     take (what removing them would free); without groups, how many pairs among how many documents."""
     if groups is None:

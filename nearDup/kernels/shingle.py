@@ -109,7 +109,7 @@ def word_hashes(texts: list[str], positions: bool = True) -> tuple[np.ndarray, n
         hashes.append(h[wa:wb])
         counts.append(c[ga:gb])
         if positions:
-            where.append(pos[:, wa:wb] + (text_start[lo] - group_text_start[kind][ga]))
+            where.append(pos[:, wa:wb] + (text_start[lo] - group_text_start[kind][ga]))  # type: ignore[index]  # set if positions
         seen[kind] = gb
     return np.concatenate(hashes), np.concatenate(counts), np.concatenate(where, axis=1) if positions else None
 
@@ -127,11 +127,12 @@ def _is_narrow(text: str) -> bool:
 
 def _batched_word_hashes(texts: list[str], positions: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     """word_hashes of texts joined in batches of about BATCH_CODE_POINTS."""
-    results, batch, size, offset = [], [], 0, 0
+    results, size, offset = [], 0, 0
+    batch: list[str] = []
     for text in [*texts, None]:
         if batch and (text is None or size + len(text) > BATCH_CODE_POINTS):
             hashes, counts, where = _word_hashes(batch, positions)
-            results.append((hashes, counts, where + offset if positions else None))
+            results.append((hashes, counts, where + offset if positions else None))  # type: ignore[operator]  # set if positions
             offset += size
             batch, size = [], 0
         if text is not None:
