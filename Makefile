@@ -1,5 +1,5 @@
 # Two commands on a fresh machine with Python >= 3.11 and its venv module: `make run` (nearDup on sample_corpus)
-# and `make test`. Another interpreter: `make PYTHON=python3.11 run`.
+# and `make test`; `make lint` runs ruff and mypy. Another interpreter: `make PYTHON=python3.11 run`.
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
@@ -14,7 +14,7 @@ else
 MADE_WITH := $(firstword $(wildcard $(VENV)/.made-with-*) $(VENV)/.made-with-$(notdir $(PYTHON)))
 endif
 
-.PHONY: run test bench install man clean
+.PHONY: run test lint bench install man clean
 
 $(MADE_WITH):
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11) and "nearDup needs Python >= 3.11: " \
@@ -31,6 +31,11 @@ $(VENV)/.test: $(VENV)/.base
 	$(PIP) -e '.[test,dask,formats]'
 	touch $@
 
+# mypy checks nearDup against the types of the packages it imports: the dask extra too.
+$(VENV)/.lint: $(VENV)/.base
+	$(PIP) -e '.[lint,dask]'
+	touch $@
+
 $(VENV)/.bench: $(VENV)/.base
 	$(PIP) -e '.[bench]'
 	touch $@
@@ -42,6 +47,10 @@ run: $(VENV)/.base
 
 test: $(VENV)/.test
 	$(BIN)/python -m pytest tests/
+
+lint: $(VENV)/.lint
+	$(BIN)/ruff check nearDup tests bench
+	$(BIN)/mypy nearDup
 
 man: $(VENV)/.base
 	$(BIN)/neardup help --man > neardup.1

@@ -21,8 +21,9 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-import common  # noqa: E402
 import peers  # noqa: E402
+
+import common  # noqa: E402
 import run as bench_run  # noqa: E402
 
 
@@ -44,7 +45,7 @@ def main(argv=None) -> None:
     peers.warm_cache(docs)
     parent = tempfile.mkdtemp(prefix="neardup-ab-")
     try:
-        for rep in range(args.reps):
+        for _rep in range(args.reps):
             for label, side in sides.items():
                 work = os.path.join(parent, label)
                 shutil.rmtree(work, ignore_errors=True)

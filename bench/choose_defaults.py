@@ -136,7 +136,7 @@ def clough_table(docs) -> list[str]:
     for unit, k in CONFIGS:
         cache: dict[str, set] = {}
 
-        def sh(text: str) -> set:                  # the 5 originals are shingled once per configuration
+        def sh(text: str, cache=cache, unit=unit, k=k) -> set:  # the 5 originals are shingled once per configuration
             if text not in cache:
                 cache[text] = shingles(tokens(text, unit), k, unit)
             return cache[text]

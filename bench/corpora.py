@@ -38,7 +38,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import common  # noqa: E402
+import common
 
 IMDB = "/work/shared/corpora/imdb50k.jsonl.gz"
 WORD = re.compile(r"\w+")

@@ -35,8 +35,9 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.path.join(HERE, "out")
 sys.path.insert(0, HERE)
-import common  # noqa: E402
 import peers  # noqa: E402
+
+import common  # noqa: E402
 import run as bench_run  # noqa: E402
 
 BEGIN, END = bench_run.ENGINES_SECTION
@@ -94,13 +95,14 @@ def measure(docs_dir: str, out: str, options: list[str]) -> dict:
 
 
 def report(args, meta: dict, runs: dict[str, list[dict]], started: float, sha: str) -> str:
-    med = lambda label, key: statistics.median(r[key] for r in runs[label])  # noqa: E731
+    med = lambda label, key: statistics.median(r[key] for r in runs[label])
     base = CONFIGS[1][0]  # the embedded engine as run by default on this 2-core machine
     lines = [BEGIN, "## Dask engine: embedded vs `--scheduler local:2`\n",
              f"- date: {datetime.datetime.now().astimezone().strftime('%Y-%m-%d %H:%M %Z')}, took "
              f"{(time.time() - started) / 60:.1f} min; machine: {len(os.sched_getaffinity(0))} usable cores, "
              f"{bench_run._mem_gb()} RAM, {bench_run._cpu_model()}; Python {platform.python_version()}, dask "
-             f"{bench_run._version('dask')}, distributed {bench_run._version('distributed')}, nearDup commit {sha[:12]}",
+             f"{bench_run._version('dask')}, distributed {bench_run._version('distributed')}, "
+             f"nearDup commit {sha[:12]}",
              f"- command: `{shlex.join(['python', 'bench/engines.py', *sys.argv[1:]])}` ({args.reps} repetition(s) "
              f"per configuration, interleaved; medians)",
              f"- corpus `{meta['name']}`: {meta['docs']:,} documents, {meta['bytes'] / 1e6:.1f} MB (bench/corpora.py "

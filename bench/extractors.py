@@ -6,7 +6,8 @@ Fixtures are made here, not shipped: the first --docs articles of /work/shared/c
 files, which LibreOffice (headless, one invocation per target format) saves as PDF, DOCX and ODT and pandoc as EPUB
 and HTML; a second HTML set wraps each article in two site templates (navigation, header, sidebar, footer) for the
 main-content extractors; .eml, .gz, .bz2, .xz and .zst are made with the standard library and zstandard. Needs
-`apt-get install libreoffice-writer-nogui pandoc poppler-utils` and the candidates (pip install, see RESULTS-formats.md).
+`apt-get install libreoffice-writer-nogui pandoc poppler-utils` and the candidates (pip install, see
+RESULTS-formats.md).
 
 For each candidate: median wall time of --repeat passes over all files of its format (files/s, MB/s of extracted
 text), and the fidelity of its words: the exact Jaccard of word 5-shingles (tests/conftest.py's reference_shingles)
@@ -20,16 +21,14 @@ import argparse
 import bz2
 import email.message
 import gzip
-import io
+import itertools
 import json
 import lzma
-import os
 import re
 import statistics
 import subprocess
 import sys
 import time
-import zipfile
 from importlib import metadata
 from pathlib import Path
 
@@ -434,7 +433,7 @@ def discrimination(out: Path, stems: list[str], fn) -> tuple[float, float]:
     a = {s: shingles("site_a", s) for s in stems}
     b = {s: shingles("site_b", s) for s in stems}
     same = statistics.mean(jaccard(a[s], b[s]) for s in stems)
-    other = statistics.mean(jaccard(a[s], a[t]) for s, t in zip(stems, stems[1:]))
+    other = statistics.mean(jaccard(a[s], a[t]) for s, t in itertools.pairwise(stems))
     return same, other
 
 
@@ -451,13 +450,14 @@ def main() -> None:
     print(f"fixtures: {args.docs} texts x 11 forms in {out} ({time.perf_counter() - start:.1f} s)", file=sys.stderr)
     truth = {stem: reference_shingles(text) for stem, text in texts.items()}
     only = set(filter(None, args.only.split(",")))
-    print(f"{'format':7} {'candidate':36} {'files/s':>8} {'MB/s':>6} {'J mean':>6} {'J min':>6} {'MB inst':>7}  licence")
+    print(f"{'format':7} {'candidate':36} {'files/s':>8} {'MB/s':>6} {'J mean':>6} {'J min':>6} "
+          f"{'MB inst':>7}  licence")
     folders = [f for f in dict.fromkeys(c[0] for c in CANDIDATES) if not only or f in only]
     for folder in folders:
         rows = [c for c in CANDIDATES if c[0] == folder]
         files = sorted((out / folder).iterdir())
         results = measure(files, [(name, fn) for _, name, fn, _ in rows], truth, args.repeat)
-        for _, name, fn, dists in rows:
+        for _, name, _fn, dists in rows:
             result = results[name]
             licence, size = dist_info(dists)
             if "error" in result:

@@ -24,11 +24,12 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.path.join(HERE, "out", "incremental")
 sys.path.insert(0, HERE)
-import common  # noqa: E402
 import corpora  # noqa: E402
-import run as bench_run  # noqa: E402
 
 import nearDup  # noqa: E402
+
+import common  # noqa: E402
+import run as bench_run  # noqa: E402
 
 BEGIN, END = "<!-- incremental: bench/incremental.py -->", "<!-- /incremental -->"
 
@@ -140,8 +141,9 @@ def report(args, med: dict, base_wall: float, base_cpu: float, pairs: int) -> No
              f"| incremental, +{args.new:,} documents | {med['incremental'][0]:.2f} | {med['incremental'][1]:.2f} "
              f"| {100 * med['incremental'][0] / med['full'][0]:.1f}% / "
              f"{100 * med['incremental'][1] / med['full'][1]:.1f}% |",
-             *(f"| floor: {label} | {med[name][0]:.2f} | {med[name][1]:.2f} | {100 * med[name][0] / med['full'][0]:.1f}%"
-               f" / {100 * med[name][1] / med['full'][1]:.1f}% |" for name, label in (
+             *(f"| floor: {label} | {med[name][0]:.2f} | {med[name][1]:.2f} | "
+               f"{100 * med[name][0] / med['full'][0]:.1f}% / {100 * med[name][1] / med['full'][1]:.1f}% |"
+               for name, label in (
                    ("find", f"`find` stat-ing the {args.docs + args.new:,} files (C, no Python)"),
                    ("start-up", "`python -c 'import nearDup.cli'`"))), "",
              "The floors are what any run that notices edits must pay: a stat of every file (an edited file keeps "

@@ -267,7 +267,7 @@ def write_report(path: str, args, corpora: list[dict], results: dict, started: f
         rs, ds = r.get(("rensa", 1)), r.get(("datasketch", 1))
         if nd1 is None:
             continue
-        vs = lambda p: f"**{p['cpu_s'] / nd1['cpu_s']:.2f}x**" if p else "-"
+        vs = lambda p, nd1=nd1: f"**{p['cpu_s'] / nd1['cpu_s']:.2f}x**" if p else "-"
         speed = f"{nd1['wall_s'] / nd2['wall_s']:.2f}x" if nd2 else "-"
         wall_vs = f"{rs['wall_s'] / nd2['wall_s']:.2f}x" if (rs and nd2) else "-"
         rec = " / ".join(_f(p["recall"], 4) if p else "-" for p in (nd1, rs, ds))
@@ -320,7 +320,7 @@ def write_report(path: str, args, corpora: list[dict], results: dict, started: f
         inj = os.path.join(c["dest"], "injected.tsv")
         if os.path.exists(inj):
             L.extend(_injected_table(inj, results[c["name"]], c["tools"]))
-    rest, engines = split_engines_section(path)  # sections measured by other scripts: kept as they are
+    _rest, engines = split_engines_section(path)  # sections measured by other scripts: kept as they are
     _, incremental = split_engines_section(path, INCREMENTAL_SECTION)
     _, scaling = split_engines_section(path, SCALING_SECTION)
     with open(path, "w") as f:
@@ -388,7 +388,8 @@ def _corpus_blurb(c: dict) -> str:
                 + (f", first {m['limit']} records only" if m.get("limit") else "") + ".")
     if m["kind"] == "edited":
         return (f"{m['base_docs']:,} base documents of 2-6 KB cut from consecutive imdb reviews, plus {m['copies']:,} "
-                f"edited copies of random base documents at word-edit rates {', '.join(f'{r:.0%}' for r in m['rates'])} "
+                f"edited copies of random base documents at word-edit rates "
+                f"{', '.join(f'{r:.0%}' for r in m['rates'])} "
                 f"(substitute / delete / insert random imdb words), seed {m['seed']}.")
     return (f"{m['docs']:,} documents of ~1 KB of words drawn from the imdb word distribution (top 50k words), "
             f"{m['dup_frac']:.0%} of them edited copies (word-edit rates "
@@ -430,7 +431,8 @@ def report_only(args) -> None:
     args.sha = entries[0].get("neardup_sha")
     args.reps = max(sum(1 for e in entries if (e["corpus_name"], e["tool"], e["jobs"]) == key)
                     for key in {(e["corpus_name"], e["tool"], e["jobs"]) for e in entries})
-    corpora = [ensure_corpus(spec) for spec in corpus_specs(args) if spec["name"] in {e["corpus_name"] for e in entries}]
+    measured = {e["corpus_name"] for e in entries}
+    corpora = [ensure_corpus(spec) for spec in corpus_specs(args) if spec["name"] in measured]
     results = {}
     for c in corpora:
         truth = common.read_pairs(c["truth"])

@@ -33,8 +33,9 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.path.join(HERE, "out")
 sys.path.insert(0, HERE)
-import common  # noqa: E402
 import peers  # noqa: E402
+
+import common  # noqa: E402
 import run as bench_run  # noqa: E402
 
 BEGIN, END = bench_run.SCALING_SECTION

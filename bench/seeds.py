@@ -97,7 +97,7 @@ def main(argv=None) -> None:
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     with open(args.out, "w") as f:
         json.dump({"corpus": args.corpus, "truth_pairs": len(truth), "tools": summary}, f, indent=1)
-    print(f"| tool | mean recall | std dev | min - max | seeds |\n|---|---|---|---|---|")
+    print("| tool | mean recall | std dev | min - max | seeds |\n|---|---|---|---|---|")
     for tool, s in summary.items():
         print(f"| {tool} | {s['mean']:.4f} | {s['stdev']:.4f} | {s['min']:.4f} - {s['max']:.4f} | "
               f"{len(s['seeds'])} ({s['seeds'][0]}-{s['seeds'][-1]}) |")

@@ -18,7 +18,6 @@ Documents with no shingle are never paired (their similarity is undefined), as i
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import sys
 import time
@@ -26,7 +25,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import common  # noqa: E402
+import common
 
 
 def load(root: str) -> tuple[list[str], np.ndarray, np.ndarray]:

@@ -172,9 +172,9 @@ def make_script(groups: list[dict], docs: dict[str, dict], action: str, quaranti
                 name: str = "script.sh") -> str:
     """The sh script for the duplicates of groups (never keepers or references); docs: scan records by id, with
     the path as scanned (absolute, or relative to the working directory) in "path" where the id is not one."""
-    if action == "move" and not (quarantine or "").strip():
-        raise InputError("--action move needs --quarantine DIR")
     if action == "move":
+        if not quarantine or not quarantine.strip():
+            raise InputError("--action move needs --quarantine DIR")
         quarantine = os.path.realpath(quarantine)
     lines, count, hidden = [], 0, 0
     for g in groups:
@@ -196,7 +196,8 @@ def make_script(groups: list[dict], docs: dict[str, dict], action: str, quaranti
                                    f"acted on: {visible(dup_args[0])}")
                 if dup_args[2] == keeper_args[2]:
                     raise _Changed(f"same file as its keeper: {visible(dup_args[0])}")
-                extra = _move_target(quarantine, dup_args[0]) if action == "move" else ()
+                # quarantine is set (and real) when action == "move", see above
+                extra = _move_target(quarantine, dup_args[0]) if action == "move" else ()  # type: ignore[arg-type]
             except _Changed as e:
                 lines.append(f"# skipped, {e}")
                 continue
@@ -225,7 +226,8 @@ def _shingles(path: str, params: ShingleParams, explain: bool,
     """A file's shingle set as a run stores it (or of the text on stdin for "-"): read by corpus.read_documents (a
     file over corpus.STREAM_BYTES streamed block by block) and shingled by stages.shingle_documents. With explain,
     for a text read whole, also its tokens and the hash of the shingle starting at each token, for the passages."""
-    source, problems = SourceParams(), {}
+    source = SourceParams()
+    problems: dict = {}
     if path == "-":
         raw = (stdin or sys.stdin.buffer).read()
         decoded = corpus.decode(raw)
@@ -244,7 +246,7 @@ def _shingles(path: str, params: ShingleParams, explain: bool,
         return sets.sorted_unique(values), None, None
     text = corpus.normalise(text, params)
     if params.unit == "word":
-        th, _, (starts, ends) = word_hashes([text])
+        th, _, (starts, ends) = word_hashes([text])  # type: ignore[misc]  # positions=True gives them
         tokens = [text[a:b] for a, b in zip(starts.tolist(), ends.tolist())]
     else:
         th, tokens = CodePointHasher().hash_text(text), list(text)
@@ -263,7 +265,7 @@ def compare(path_a: str, path_b: str, params: ShingleParams, explain: bool = Fal
     inter = len(np.intersect1d(set_a, set_b, assume_unique=True))
     union = len(set_a) + len(set_b) - inter
     passages = []
-    if tokens_a is not None:
+    if tokens_a is not None and hashes_a is not None:  # both, with explain
         covered = np.zeros(len(tokens_a), bool)
         for i in np.flatnonzero(np.isin(hashes_a, set_b)).tolist():
             covered[i:i + params.k] = True

@@ -9,12 +9,12 @@ import datetime
 import inspect
 import re
 from pathlib import Path
+from typing import cast
 
 import click
 from click.core import ParameterSource
 
 from . import __version__, cache, settings
-
 
 # ---------------------------------------------------------------------------------------------- help and man
 
@@ -26,20 +26,25 @@ class Command(click.Command):
         return super().parse_args(ctx, args)
 
 
+def _group(ctx: click.Context) -> click.Group:
+    """nearDup's group, the root command (click types a context's command as a plain Command)."""
+    return cast(click.Group, ctx.find_root().command)
+
+
 def _sub_context(root: click.Context, name: str) -> click.Context:
     """The context `neardup NAME --help` would have, so help printed here is the same text."""
-    return click.Context(root.command.commands[name], info_name=name, parent=root)
+    return click.Context(_group(root).commands[name], info_name=name, parent=root)
 
 
 def _complete_command(ctx, param, incomplete):
-    return [click.shell_completion.CompletionItem(name) for name in sorted(ctx.find_root().command.commands)
+    return [click.shell_completion.CompletionItem(name) for name in sorted(_group(ctx).commands)
             if name.startswith(incomplete)]
 
 
 def _check_commands(root: click.Context, names) -> None:
     for name in names:
-        if name not in root.command.commands:
-            raise click.UsageError(f"no command {name!r}; the commands are: {', '.join(sorted(root.command.commands))}")
+        if name not in _group(root).commands:
+            raise click.UsageError(f"no command {name!r}; the commands are: {', '.join(sorted(_group(root).commands))}")
 
 
 @click.command("help", cls=Command)
@@ -93,7 +98,7 @@ def _roff_options(ctx: click.Context, skip=frozenset()) -> list[str]:
 
 def man_page(root: click.Context) -> str:
     """A man page (section 1, roff) generated from the group's and every command's help: it cannot go stale."""
-    group = root.command
+    group = _group(root)
     lines = [f'.TH NEARDUP 1 "" "nearDup {__version__}" "User Commands"', ".SH NAME",
              "neardup \\- find near\\-duplicate documents", ".SH SYNOPSIS",
              "\\fBneardup\\fR [\\fIOPTIONS\\fR] \\fICOMMAND\\fR [\\fIARGS\\fR]... "

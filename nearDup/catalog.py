@@ -43,11 +43,11 @@ class Catalog:
         self._decoded: dict[str, list[str]] = {}
 
     @classmethod
-    def empty(cls) -> "Catalog":
+    def empty(cls) -> Catalog:
         return cls({**{f: [] for f in TEXT}, **{f: np.empty(0, np.int64) for f in NUMBERS}})
 
     @classmethod
-    def of_shard(cls, columns: dict, added: dict[tuple[str, str], int], run: int) -> "Catalog":
+    def of_shard(cls, columns: dict, added: dict[tuple[str, str], int], run: int) -> Catalog:
         """Rows for a new shard's documents (columns as shard_columns stored them); `added` is the run a document
         (id, sha) was first indexed in, if it was already (a rebuild keeps it), else this run."""
         catalog = cls({**columns, "live": np.ones(len(columns["size"]), np.int64)})
@@ -97,14 +97,14 @@ class Catalog:
     def row(self, n: int) -> dict:
         return {f: (self[f][n] if f in TEXT else int(self.columns[f][n])) for f in (*TEXT, *NUMBERS)}
 
-    def take(self, index: np.ndarray) -> "Catalog":
+    def take(self, index: np.ndarray) -> Catalog:
         index = np.asarray(index, np.int64)
         if len(index) == len(self) and np.array_equal(index, np.arange(len(self))):
             return self
         return Catalog({f: ([self[f][i] for i in index.tolist()] if isinstance(c, list) else c[index])
                         for f, c in self.columns.items()})
 
-    def concat(self, *others: "Catalog") -> "Catalog":
+    def concat(self, *others: Catalog) -> Catalog:
         parts = [p for p in (self, *others) if len(p)]  # an empty catalog's text columns are lists: never decode
         if len(parts) <= 1:                                 # a million ids to join it
             return parts[0] if parts else self
@@ -115,7 +115,7 @@ class Catalog:
 
         return Catalog({f: joined(f) for f in self.columns})
 
-    def same(self, other: "Catalog") -> bool:
+    def same(self, other: Catalog) -> bool:
         return all(self.columns[f] is other.columns[f] or
                    np.array_equal(self._stored_column(f), other._stored_column(f))
                    for f in self.columns)
@@ -132,9 +132,9 @@ class Catalog:
                 width = int(np.char.str_len(column).max())  # wider than its longest value: narrow it
                 column = column.astype(f"S{max(width, 1)}")
             h.update(b"%d:%d\1" % (len(column), column.dtype.itemsize))
-            h.update(column.view(np.uint8))
+            h.update(column.view(np.uint8))  # type: ignore[arg-type]  # a buffer: see store._read_npy
         for f in NUMBERS:
-            h.update(np.ascontiguousarray(self.columns[f], np.int64).view(np.uint8))
+            h.update(np.ascontiguousarray(self.columns[f], np.int64).view(np.uint8))  # type: ignore[arg-type]
         return h.hexdigest()
 
     def summary(self) -> dict:
@@ -193,6 +193,7 @@ def plan(stored: Catalog, items: list[corpus.Item], source: SourceParams) -> Pla
     was_live = stored.live
     sizes, mtimes, inodes = (stored[f].tolist() for f in ("size", "mtime_ns", "inode"))
     changed = []
+    n: int | None  # a row number, or None where a lookup found none
     if source.jsonl:
         by_item: dict[str, list[int]] = {}
         for n in np.flatnonzero(was_live).tolist():

@@ -11,14 +11,24 @@ import math
 import os
 import sys
 import traceback
-from typing import Callable
+from collections.abc import Callable
 
 import click
 from click.core import ParameterSource
 
 from . import __version__, actions, admin, cache, corpus, settings, stages
-from .config import (DEFAULT_THRESHOLD, METHODS, UNITS, CandidateParams, ClusterParams, ShingleParams,
-                     SignatureParams, SourceParams, VerifyParams, default_jobs)
+from .config import (
+    DEFAULT_THRESHOLD,
+    METHODS,
+    UNITS,
+    CandidateParams,
+    ClusterParams,
+    ShingleParams,
+    SignatureParams,
+    SourceParams,
+    VerifyParams,
+    default_jobs,
+)
 from .engine import make_engine
 from .errors import InputError, NearDupError
 from .groups import DEFAULT_RULES, RULES, KeeperRules, replay_groups
@@ -97,7 +107,8 @@ class NearDupGroup(click.Group):
             click.echo(f"{chr(10) if sys.stderr.isatty() else ''}neardup: interrupted; the next run resumes", err=True)
             code = 130
         except click.ClickException as e:
-            where = f"{e.ctx.command_path}: " if getattr(e, "ctx", None) is not None else "neardup: "
+            ctx = getattr(e, "ctx", None)  # a UsageError's
+            where = f"{ctx.command_path}: " if ctx is not None else "neardup: "
             click.echo(f"{where}error: {' '.join(e.format_message().split())}", err=True)
             code = 2
         except NearDupError as e:
@@ -134,7 +145,7 @@ def _stop_on_sigterm() -> None:
         signal.signal(signal.SIGTERM, interrupt)
 
 
-_ACTIVE: list["App"] = []  # the App of the command line being run, for closing its output on Ctrl-C
+_ACTIVE: list[App] = []  # the App of the command line being run, for closing its output on Ctrl-C
 
 
 def _abort_output() -> None:
@@ -439,7 +450,7 @@ def _cluster_params(link, keep, prefer) -> ClusterParams:
 class Results:
     """What can be printed: the verified pairs, and (computed only when asked) the groups and the documents."""
 
-    pairs: "list[dict] | stages.StoredPairs"  # stored pairs are read as they are printed
+    pairs: list[dict] | stages.StoredPairs  # stored pairs are read as they are printed
     groups: Callable[[], list[dict]]
     docs: Callable[[], list[dict]]
     soft_errors: int = 0
@@ -447,7 +458,7 @@ class Results:
     size_of: Callable[[dict], int] = lambda member: 0  # a group member's size in bytes
 
     @classmethod
-    def of_workdir(cls, runner: stages.Runner, last: str, new_only: bool = False) -> "Results":
+    def of_workdir(cls, runner: stages.Runner, last: str, new_only: bool = False) -> Results:
         """The stored results; new_only: only the pairs and groups that involve a document added or changed
         since the last report (and those documents)."""
         work = runner.work
@@ -464,7 +475,7 @@ class Results:
 
 
     @classmethod
-    def of_replay(cls, saved: list[dict], threshold: float, params: ClusterParams, references) -> "Results":
+    def of_replay(cls, saved: list[dict], threshold: float, params: ClusterParams, references) -> Results:
         cache: dict = {}
 
         def grouped() -> dict:  # computed once, and only if something needs groups
@@ -489,7 +500,8 @@ def _report(app: App, results: Results) -> int:
     all_groups = results.groups() if select != "pairs" or app.reference_only else None
     groups = all_groups
     if app.reference_only:
-        groups = [g for g in groups if any(m["reference"] for m in g["members"])]
+        assert all_groups is not None  # computed for --reference-only
+        groups = [g for g in all_groups if any(m["reference"] for m in g["members"])]
     counts = {"pairs": len(pairs)}
     if groups is not None:
         counts.update(groups=len(groups), duplicates=sum(m["role"] == "duplicate" for g in groups
@@ -500,17 +512,19 @@ def _report(app: App, results: Results) -> int:
         printer.header(__version__, select, {**results.params, **given})  # resolved first, then the rest given
         if select == "pairs":
             printer.pairs(pairs)
-        elif select == "groups":
-            printer.groups(groups)
-        elif select == "script":
-            docs = {d["id"]: d for d in results.docs()}
-            printer.text(actions.make_script(groups, docs, app.action, app.quarantine))
-        elif select == "uniques":
-            grouped = {m["id"] for g in all_groups for m in g["members"]}
-            printer.paths([d["id"] for d in results.docs() if d["id"] not in grouped], "unique")
         else:
-            role = {"dupes": "duplicate", "keepers": "keeper"}[select]
-            printer.paths([m["id"] for g in groups for m in g["members"] if m["role"] == role], role)
+            assert all_groups is not None and groups is not None  # computed for every --print but pairs
+            if select == "groups":
+                printer.groups(groups)
+            elif select == "script":
+                docs = {d["id"]: d for d in results.docs()}
+                printer.text(actions.make_script(groups, docs, app.action, app.quarantine))
+            elif select == "uniques":
+                grouped = {m["id"] for g in all_groups for m in g["members"]}
+                printer.paths([d["id"] for d in results.docs() if d["id"] not in grouped], "unique")
+            else:
+                role = {"dupes": "duplicate", "keepers": "keeper"}[select]
+                printer.paths([m["id"] for g in groups for m in g["members"] if m["role"] == role], role)
         printer.summary(counts)
         printer.stream.flush()
     app.finished = True
@@ -521,7 +535,7 @@ def _report(app: App, results: Results) -> int:
     return 1 if app.exit_code and (groups if groups is not None else pairs) else 0
 
 
-def _summary(pairs: list[dict], groups: list[dict] | None, size_of: Callable[[dict], int]) -> str:
+def _summary(pairs: list[dict] | stages.StoredPairs, groups: list[dict] | None, size_of: Callable[[dict], int]) -> str:
     """The last line on stderr, like `fdupes -m`: how many groups and duplicates, and the bytes the duplicates
     take (what removing them would free); without groups, how many pairs among how many documents."""
     if groups is None:
@@ -837,7 +851,7 @@ def query(ctx, paths, index, threshold, **fixed):
     app.start_output({k: v for k, v in ctx.params.items() if v not in (None, (), False) and k != "index"})
     soft = problems.get("unreadable", 0) + problems.get("vanished", 0)
     resolved = {**stages.resolved_params(work, "band"), "threshold": stages.inherited_threshold(work, threshold)}
-    ctx.exit(_report(app, Results(pairs, lambda: [], lambda: [], soft, resolved)))
+    ctx.exit(_report(app, Results(pairs, list, list, soft, resolved)))
 
 
 @cli.command()

@@ -23,7 +23,7 @@ def digest(*parts) -> str:
 
 
 def _plain(obj):
-    if dataclasses.is_dataclass(obj):
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         return dataclasses.asdict(obj)
     raise TypeError(f"cannot fingerprint {type(obj).__name__}")
 

@@ -18,7 +18,8 @@ import re
 import stat
 import sys
 import unicodedata
-from typing import Callable, Iterable, Iterator, NamedTuple, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import NamedTuple
 
 import numpy as np
 
@@ -32,7 +33,8 @@ BOMS = ((b"\xef\xbb\xbf", "utf-8"), (b"\xff\xfe\x00\x00", "utf-32-le"), (b"\x00\
 
 
 class Item(NamedTuple):
-    """One unit of input: a whole file (kind "file") or lines [first_line, ...) at bytes [start, end) of a JSONL file."""
+    """One unit of input: a whole file (kind "file") or lines [first_line, ...) at bytes [start, end) of a JSONL
+    file."""
 
     kind: str
     path: str
@@ -105,7 +107,7 @@ class BinaryFile(Exception):
 
 @dataclasses.dataclass
 class Listing:
-    items: list[Item]
+    items: list[Item]  # lazy (list_items): an iterator, listed as it is consumed
     skipped: dict[str, int]  # hidden, symlink, excluded, same file
     args: list[str]  # the arguments, with - replaced by the paths read from stdin
     links: dict[str, list[str]] = dataclasses.field(default_factory=dict)  # listed path -> skipped links to it
@@ -163,8 +165,9 @@ def list_items(args: list[str], params: SourceParams, stdin=None, spool: Callabl
             raise InputError(f"{arg}: cannot read ({e.strerror})") from None
         if stat.S_ISDIR(st.st_mode):
             if lazy and len(expanded) == 1:
-                return Listing(counted(_walk(arg, params, skipped, seen, every, links, skip_dirs)), skipped,
-                               expanded, links)
+                # lazy: items is an iterator that stages.shingle consumes as it lists
+                return Listing(counted(_walk(arg, params, skipped, seen, every, links, skip_dirs)),  # type: ignore[arg-type]
+                               skipped, expanded, links)
             found.extend(counted(_walk(arg, params, skipped, seen, every, links, skip_dirs)))
         elif stat.S_ISREG(st.st_mode):
             if (st.st_dev, st.st_ino) in seen:
@@ -213,7 +216,7 @@ def _wanted(rel: str, name: str, params: SourceParams) -> bool:
 
 
 def _walk(root: str, params: SourceParams, skipped: dict, seen: dict, every: bool,
-          links: dict, skip_dirs: set = frozenset()) -> Iterator[Item]:
+          links: dict, skip_dirs: set | frozenset = frozenset()) -> Iterator[Item]:
     """Files below root in id order, listed as they are consumed; hidden entries and symlinks skipped unless
     asked; no loop can recur, and no folder of skip_dirs ((device, inode) pairs) is entered.
 
@@ -377,7 +380,8 @@ def partition(items: Iterable[Item], params: SourceParams) -> Iterator[list[Item
     given as soon as it is complete (items may be a listing still going on).
 
     Depends only on the sorted listing, never on --jobs, so every engine sees the same partitions."""
-    current, size = [], 0
+    current: list[Item] = []
+    size = 0
     for item in items:
         if current and (item.kind == "jsonl" or len(current) >= params.partition_docs
                         or size + item.size > params.partition_bytes):
@@ -407,7 +411,7 @@ def decode(data: bytes) -> tuple[str, bool] | None:
         return data.decode("utf-8", "replace"), True
 
 
-def read_documents(items: list[Item], params: SourceParams, problems: dict,
+def read_documents(items: Iterable[Item], params: SourceParams, problems: dict,
                    cwd: str = "") -> Iterator[tuple[Item, Document]]:
     """The documents of a partition, in order, each with its item; relative item paths are taken relative to cwd
     (default: the working directory). Unreadable, vanished and binary files, and bad JSONL lines, are counted in
@@ -498,7 +502,7 @@ def _streamed(item: Item, path: str) -> Document:
                 if cut == 0 and len(text) > 8 * BLOCK_BYTES:  # 8 MB without a blank: cut anyway, memory first,
                     # after the last non-word character (no word is cut), else inside the one word the text is
                     # (the word shingler carries it over: stages._streamed_shingles)
-                    cut = len(text) - WORD_RUN.match(text[::-1]).end() or len(text)
+                    cut = len(text) - WORD_RUN.match(text[::-1]).end() or len(text)  # type: ignore[union-attr]  # \w*
                 carry, text = text[cut:], text[:cut]
                 if text:
                     yield text

@@ -19,12 +19,29 @@ import sys
 import time
 import uuid
 import warnings
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Protocol
 
 from . import __version__
 from .config import FORMAT, default_jobs
 from .errors import ClusterError, ParameterError
+
+if TYPE_CHECKING:
+    import concurrent.futures  # imported at run time only when a pool is made (see _workers)
+
+
+class Engine(Protocol):
+    """What the stages need of an engine (LocalEngine, DaskEngine): run a function over tasks, in task order."""
+
+    progress: bool
+
+    def map(self, fn: Callable, tasks: Iterable, desc: str = "", sizes: Sequence[int] | None = None,
+            unit: str = "part", docs: Sequence[int] | None = None, nbytes: Sequence[int] | None = None) -> list: ...
+
+    def finish(self) -> None: ...
+
+    def close(self) -> None: ...
 
 
 def make_engine(jobs: int | None = None, progress: bool = False, scheduler: str | None = None,
@@ -52,11 +69,11 @@ class LocalEngine:
         self.jobs = max(1, jobs or default_jobs())
         self.progress = progress
         self.log = log if jobs else lambda message: None  # only a --jobs the user gave is worth a note
-        self._pool = None
+        self._pool: concurrent.futures.ProcessPoolExecutor | None = None
         self._forked = self._most = 0  # workers forked, and the most tasks of one stage (for finish's note)
         keep_freed_memory()
 
-    def map(self, fn: Callable, tasks: Sequence, desc: str = "", sizes: Sequence[int] | None = None,
+    def map(self, fn: Callable, tasks: Iterable, desc: str = "", sizes: Sequence[int] | None = None,
             unit: str = "part", docs: Sequence[int] | None = None, nbytes: Sequence[int] | None = None) -> list:
         """[fn(t) for t in tasks], in parallel when jobs > 1.
 
@@ -65,10 +82,10 @@ class LocalEngine:
         docs and nbytes (documents and text bytes per task, where known) add documents/s and MB/s; for a stream
         they are lists the producer fills as it goes. A task whose documents are not known in advance may return
         its number of documents (an int, or a result with a `docs` field), which counts when it completes."""
-        streamed = not isinstance(tasks, Sequence)
-        bar = _progress_bar(self.progress, desc, sizes, unit, None if streamed else len(tasks), docs, nbytes)
+        count = len(tasks) if isinstance(tasks, Sequence) else None  # None: a stream
+        bar = _progress_bar(self.progress, desc, sizes, unit, count, docs, nbytes)
         try:
-            if self.jobs == 1 or (not streamed and len(tasks) <= 1):
+            if self.jobs == 1 or (count is not None and count <= 1):
                 results = []
                 for i, task in enumerate(tasks):
                     results.append(fn(task))
@@ -121,7 +138,7 @@ class LocalEngine:
             # runs could deadlock a child on a lock that thread held. Ours take none in the child that
             # multiprocessing does not reset after fork (its queues' locks), as multiprocessing.Pool, which forks
             # from its own thread, has long relied on. A Python without the switch forks them all, as before.
-            self._pool._safe_to_dynamically_spawn_children = True
+            self._pool._safe_to_dynamically_spawn_children = True  # type: ignore[attr-defined]  # private, see above
         return self._pool
 
     def close(self, cancel: bool = False) -> None:
@@ -249,7 +266,7 @@ class DaskEngine:
     @classmethod
     def connect(cls, scheduler: str | None, scheduler_file: str | None, progress: bool = False,
                 workdir: str | os.PathLike | None = None,
-                log: Callable[[str], None] = lambda message: None) -> "DaskEngine":
+                log: Callable[[str], None] = lambda message: None) -> DaskEngine:
         """Connect to a running scheduler (tcp://HOST:PORT, or the address in a scheduler file), or start a
         LocalCluster (local:N: N worker processes of one thread); then check the workers (see check)."""
         option = "--scheduler" if scheduler is not None else "--scheduler-file"
@@ -274,6 +291,7 @@ class DaskEngine:
         elif scheduler is not None:
             address = _checked_address(scheduler)
         else:
+            assert scheduler_file is not None  # make_engine gives one of the two
             address = _read_scheduler_file(scheduler_file, timeout)
         try:
             client = distributed.Client(cluster if cluster is not None else address, timeout=timeout,
@@ -321,6 +339,7 @@ class DaskEngine:
                                f"every worker")
         blind = [w for w, a in answers.items() if probe is not None and not a["sees_workdir"]]
         if blind:
+            assert workdir is not None  # only a work dir is probed
             raise ClusterError(f"{len(blind)} of {len(answers)} workers at {self.address} cannot see the work dir "
                                f"{Path(workdir).absolute()} (e.g. {blind[0]}); it must be on storage shared by "
                                f"this machine and every worker, at the same path")
@@ -342,7 +361,7 @@ class DaskEngine:
                 f"(Dask's nanny sets it), which slows nearDup's kernels up to 2.4x; see `Running on a cluster` in "
                 f"nearDup's README")
 
-    def map(self, fn: Callable, tasks: Sequence, desc: str = "", sizes: Sequence[int] | None = None,
+    def map(self, fn: Callable, tasks: Iterable, desc: str = "", sizes: Sequence[int] | None = None,
             unit: str = "part", docs: Sequence[int] | None = None, nbytes: Sequence[int] | None = None) -> list:
         """[fn(t) for t in tasks] on the cluster's workers; progress as in LocalEngine.map (a stream of tasks is
         produced first, then submitted)."""
@@ -500,7 +519,7 @@ class _Bar:
     Redrawn at every finished task (mininterval 0): tasks are whole partitions, at most a few thousand a stage, so
     the rates show even when a stage takes less than tqdm's usual 0.1 s between redraws."""
 
-    def __init__(self, desc: str, sizes, unit: str, count: int, docs, nbytes):
+    def __init__(self, desc: str, sizes, unit: str, count: int | None, docs, nbytes):
         from tqdm import tqdm
 
         self.sizes, self.docs, self.nbytes = sizes, docs, nbytes
@@ -573,7 +592,7 @@ def counter(enabled: bool, desc: str, unit: str) -> Callable[[Iterable], Iterato
     return counted
 
 
-def _progress_bar(enabled: bool, desc: str, sizes, unit: str, count: int, docs=None, nbytes=None):
+def _progress_bar(enabled: bool, desc: str, sizes, unit: str, count: int | None, docs=None, nbytes=None):
     if not enabled or count == 0:  # None: a stream, count unknown
         return _NoBar()
     return _Bar(desc, sizes, unit, count, docs, nbytes)

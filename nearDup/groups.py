@@ -11,7 +11,8 @@ from __future__ import annotations
 import dataclasses
 import functools
 import re
-from typing import Callable
+from collections.abc import Callable
+from typing import Protocol
 
 import numpy as np
 
@@ -40,7 +41,7 @@ class KeeperRules:
     prefer: str | None = None
 
     @classmethod
-    def parse(cls, text: str, prefer: str | None = None) -> "KeeperRules":
+    def parse(cls, text: str, prefer: str | None = None) -> KeeperRules:
         order = tuple(r.strip() for r in text.split(",") if r.strip())
         unknown = [r for r in order if r not in RULES]
         if unknown:
@@ -78,7 +79,15 @@ class KeeperRules:
         return tuple(key)
 
 
-def build_groups(docs: list[dict], edges: np.ndarray, threshold: float, rules: KeeperRules, link: str,
+class Records(Protocol):
+    """Document records by global number: a list, or stages.Docs (which makes each record when asked for)."""
+
+    def __len__(self) -> int: ...
+
+    def __getitem__(self, n: int, /) -> dict: ...
+
+
+def build_groups(docs: Records, edges: np.ndarray, threshold: float, rules: KeeperRules, link: str,
                  similarity: Callable[[np.ndarray, np.ndarray], np.ndarray], anchors: set[int],
                  weights: np.ndarray | None = None) -> list[dict]:
     """Duplicate groups, largest first. docs: global document records; edges: (m, 2) verified pairs, weights
@@ -88,12 +97,14 @@ def build_groups(docs: list[dict], edges: np.ndarray, threshold: float, rules: K
     pending = groups_of(labels)
     groups = []
     central = "central" in rules.order
-    if central and weights is None:
-        weights = similarity(edges[:, 0], edges[:, 1]) if len(edges) else np.empty(0)
-    strength = _strength(len(docs), edges, weights) if central else np.zeros(len(docs))
+    strength = np.zeros(len(docs))
+    if central:
+        if weights is None:
+            weights = similarity(edges[:, 0], edges[:, 1]) if len(edges) else np.empty(0)
+        strength = _strength(len(docs), edges, weights)
     while pending:
-        keepers = np.array([min(g.tolist(), key=lambda d: rules.sort_key(docs[d], strength[d])) for g in pending],
-                           np.int64)
+        keepers = np.array([min(g.tolist(), key=lambda d: rules.sort_key(docs[d], float(strength[d])))
+                            for g in pending], np.int64)
         others = [g[g != k] for g, k in zip(pending, keepers)]
         sims = np.split(similarity(np.repeat(keepers, [len(o) for o in others]), np.concatenate(others)),
                         np.cumsum([len(o) for o in others])[:-1])
@@ -106,6 +117,7 @@ def build_groups(docs: list[dict], edges: np.ndarray, threshold: float, rules: K
                     inside = np.isin(edges[:, 0], far) & np.isin(edges[:, 1], far)
                     pending.extend(groups_of(components(len(docs), edges[inside])))
                     if central:  # their centrality among themselves
+                        assert weights is not None  # set above for central
                         strength[far] = _strength(len(docs), edges[inside], weights[inside])[far]
             if len(members):
                 groups.append(_group(docs, keeper, members, sim, anchors))

@@ -10,6 +10,11 @@ from __future__ import annotations
 import csv
 import io
 import json
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from rich.console import Console  # imported at run time only when needed (see _rich)
 
 SELECTIONS = ("pairs", "groups", "dupes", "keepers", "uniques", "script")
 FORMATS = ("tsv", "jsonl", "csv", "human", "fdupes")
@@ -41,7 +46,7 @@ class Printer:
     def __init__(self, stream, fmt: str, null: bool = False, color: bool = False):
         self.stream, self.fmt, self.color = stream, fmt, color
         self.end = "\0" if null else "\n"
-        self._console = None
+        self._console: Console | None = None  # made when first needed: rich takes a while to import
         self.started = False  # the header was written
 
     # -------------------------------------------------------------------------------- framing (jsonl only)
@@ -59,7 +64,7 @@ class Printer:
         self.stream.write(json.dumps(record, sort_keys=False) + self.end)
 
     # -------------------------------------------------------------------------------- records
-    def pairs(self, pairs: list[dict]) -> None:
+    def pairs(self, pairs: Iterable[dict]) -> None:
         if self.fmt == "jsonl":
             for p in pairs:
                 self._json({"type": "pair", **{k: p[k] for k in PAIR_FIELDS}})

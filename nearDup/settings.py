@@ -15,6 +15,7 @@ import dataclasses
 import os
 import tomllib
 from pathlib import Path
+from typing import cast
 
 import click
 from click.core import ParameterSource
@@ -62,11 +63,11 @@ def option_key(param: click.Parameter) -> str | None:
     return None if key in NOT_OPTIONS else key
 
 
-def _keys(command: click.Command, skip=()) -> dict[str, click.Option]:
+def _keys(command: click.Command, skip=()) -> dict[str, click.Parameter]:
     return {key: p for p in command.params if (key := option_key(p)) is not None and key not in skip}
 
 
-def _convert(command: click.Command, param: click.Option, value, where: str, from_env: bool):
+def _convert(command: click.Command, param: click.Parameter, value, where: str, from_env: bool):
     if param.multiple and isinstance(value, str):
         value = param.type.split_envvar_value(value) if from_env else [value]
     try:
@@ -144,7 +145,7 @@ def load(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
     path = Path(value) if value else config_path()
     if value and not path.is_file():
         raise ParameterError(f"{path}: no such config file (given by --config or NEARDUP_CONFIG)")
-    settings = resolve(ctx.command, path, path.is_file())
+    settings = resolve(cast(click.Group, ctx.command), path, path.is_file())  # --config is the group's option
     ctx.default_map = settings.default_map
     ctx.meta[META_KEY] = settings
 
@@ -171,9 +172,10 @@ def _toml(value) -> str:
 def show(root: click.Context, commands: list[str]) -> list[str]:
     """Every effective default as TOML lines (a valid config file), each with where it came from."""
     current = of(root)
+    assert current is not None  # set by load(), the group's eager --config callback
     lines = [f"# config file: {current.path}" + ("" if current.found else " (not found)")]
 
-    def line(command: str | None, param: click.Option, given_value=None) -> str:
+    def line(command: str | None, param: click.Parameter, given_value=None) -> str:
         key = option_key(param)
         if command is None and root.get_parameter_source(param.name) == ParameterSource.COMMANDLINE:
             value, where = given_value, "command line"
@@ -187,13 +189,13 @@ def show(root: click.Context, commands: list[str]) -> list[str]:
             return f"# {key} is not set  # {where}"
         return f"{key} = {_toml(value)}  # {where}"
 
-    group = root.command
-    options = [p for p in group.params if option_key(p) and not p.hidden]
+    group = cast(click.Group, root.command)
+    options = [p for p in group.params if option_key(p) and not getattr(p, "hidden", False)]
     lines += [line(None, p, getattr(root.obj, p.name, None)) for p in options]
     group_names = {p.name for p in options}
     for name in commands:
         own = [p for p in group.commands[name].params
-               if option_key(p) and not p.hidden and p.name not in group_names]
+               if option_key(p) and not getattr(p, "hidden", False) and p.name not in group_names]
         if own:
             lines += ["", f"[{name}]", *(line(name, p) for p in own)]
     return lines

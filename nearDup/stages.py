@@ -10,23 +10,32 @@ from __future__ import annotations
 import dataclasses
 import os
 import sys
+from collections.abc import Callable, Iterable
 from dataclasses import asdict
 from pathlib import Path
-from typing import Callable, NamedTuple, NoReturn
+from typing import Any, Generic, NamedTuple, NoReturn, TypeVar
 
 import numpy as np
 
 from . import cache, corpus
-from .catalog import (Catalog, binary_columns, binary_of, item_digest, plan, shard_columns,
-                      skip_known_binary)
-from .config import (DEFAULT_THRESHOLD, FORMAT, BandParams, CandidateParams, ClusterParams, ShingleParams,
-                     SignatureParams, SourceParams, VerifyParams, digest)
-from .engine import counter
+from .catalog import Catalog, binary_columns, binary_of, item_digest, plan, shard_columns, skip_known_binary
+from .config import (
+    DEFAULT_THRESHOLD,
+    FORMAT,
+    BandParams,
+    CandidateParams,
+    ClusterParams,
+    ShingleParams,
+    SignatureParams,
+    SourceParams,
+    VerifyParams,
+    digest,
+)
+from .engine import Engine, counter
 from .errors import InputError, ParameterError, WorkDirError
 from .groups import KeeperRules, build_groups
 from .kernels import lsh, minhash, sets
-from .kernels.shingle import (CodePointHasher, finish_word, kgram_hashes, prepare_word_tables, word_hashes,
-                              word_state)
+from .kernels.shingle import CodePointHasher, finish_word, kgram_hashes, prepare_word_tables, word_hashes, word_state
 from .output import plural
 from .store import STAGES, WorkDir
 
@@ -34,6 +43,7 @@ SHINGLE_FILES = ("docs.npz", "values.npy", "offsets.npy")
 VERIFY_CHUNK = 20_000  # candidate pairs per verification task, at most
 VERIFY_TASKS = 8  # and at least this many tasks when there are VERIFY_TASKS * MIN_VERIFY_CHUNK pairs or more
 MIN_VERIFY_CHUNK = 1_000
+P = TypeVar("P")  # a stage's parameters (ShingleParams, SignatureParams, BandParams)
 
 
 @dataclasses.dataclass
@@ -41,7 +51,7 @@ class Runner:
     """What every stage needs: the work dir, an engine, and where to say what happened (stderr)."""
 
     work: WorkDir
-    engine: object
+    engine: Engine
     log: Callable[[str], None]
     soft_errors: int = 0  # problems that let the run finish but make the exit status 2 (unreadable files)
     ahead: set = dataclasses.field(default_factory=set)  # (stage, shard) done by an earlier stage's task this run
@@ -55,7 +65,7 @@ def require(work: WorkDir, name: str, consumer: str | None = None) -> dict:
     re-run, up to the consumer (the stage about to read `name`'s result)."""
     stages = work.read_manifest()["stages"]
     upto = STAGES.index(consumer or name)
-    previous = None
+    previous: dict | None = None
     for i, stage in enumerate(STAGES[:STAGES.index(name) + 1]):
         record = stages.get(stage)
         if record is None:
@@ -65,6 +75,7 @@ def require(work: WorkDir, name: str, consumer: str | None = None) -> dict:
             raise WorkDirError(f"{work.root}: the {stage} stage is out of date (the {STAGES[i - 1]} stage changed "
                                f"since); re-run `neardup -w {work.root} {' '.join(STAGES[i:upto + 1])}`")
         previous = record
+    assert previous is not None  # the loop ran at least once: name is a stage
     return previous
 
 
@@ -106,7 +117,8 @@ class PartitionArrays:
     arrays of the p-th listed shard, shard number shards[p]."""
 
     def __init__(self, work: WorkDir, stage: str, suffixes: tuple[str, ...], shards):
-        self.work, self.stage, self.suffixes, self.shards, self.cache = work, stage, suffixes, shards, {}
+        self.work, self.stage, self.suffixes, self.shards = work, stage, suffixes, shards
+        self.cache: dict[int, tuple | np.ndarray] = {}
 
     def __getitem__(self, p: int):
         if p not in self.cache:
@@ -137,7 +149,7 @@ def _map_partitions(runner: Runner, stage: str, fn, shards: list[int], keys: lis
     work = runner.work
     per_part = {name: values for name, values in (("sizes", sizes), ("docs", docs), ("nbytes", nbytes))
                 if values is not None}
-    picked = {name: [] for name in per_part}
+    picked: dict[str, list] = {name: [] for name in per_part}
     ran = []
 
     def todo():
@@ -159,13 +171,13 @@ def _map_partitions(runner: Runner, stage: str, fn, shards: list[int], keys: lis
 # ---------------------------------------------------------------------------------------------- 1. shingle
 
 @dataclasses.dataclass(frozen=True)
-class PartitionTask:
+class PartitionTask(Generic[P]):
     """One partition's work for a worker (any engine): where the work dir is, which shard, with what."""
 
     root: str
     index: int  # the shard number
     key: str
-    params: object
+    params: P  # the stage's parameters
     items: corpus.PackedItems | tuple = ()  # shingle: the partition's inputs
     source: SourceParams | None = None
     only: frozenset | None = None  # shingle: only these document ids of the items (the rest are indexed already)
@@ -189,7 +201,8 @@ def shingle_documents(documents, params: ShingleParams, problems: dict) -> tuple
         hashed = [char_hasher.hash_text(t) for t in texts]
         return (np.concatenate(hashed) if hashed else np.empty(0, np.uint32)), np.array([len(h) for h in hashed])
 
-    records, texts = [], []
+    records: list[dict] = []
+    texts: list[str] = []
     streamed = []  # (document number, its unique shingle hashes) of large files shingled piece by piece
     for doc, extra in documents:
         if doc.pieces is not None:
@@ -224,13 +237,15 @@ class ShingledShard(NamedTuple):
     columns: dict
 
 
-def shingle_partition(task: PartitionTask) -> ShingledShard:
+def shingle_partition(task: PartitionTask[ShingleParams]) -> ShingledShard:
     """Read, normalise, tokenise and shingle one partition; write its docs, values and offsets, then its marker."""
     work = WorkDir(task.root)
     problems: dict = {}
+    source = task.source
+    assert source is not None  # a shingle task always has one
 
     def documents():
-        for item, doc in corpus.read_documents(task.items, task.source, problems, task.cwd):
+        for item, doc in corpus.read_documents(task.items, source, problems, task.cwd):
             if task.only is None or doc.id in task.only:
                 yield doc, {"item": item_digest(item), "inode": item.inode}
 
@@ -256,18 +271,19 @@ def _streamed_shingles(pieces, params: ShingleParams, hash_tokens) -> np.ndarray
     tail = np.empty(0, np.uint32)
     merged, pending, first = np.empty(0, np.uint32), [], True
     word = None  # word_state of a word begun in the pieces before, for the word unit
+    lead: list  # the hash of a word finished at the start of this piece
     for text, last in _lookahead(pieces):  # lazily: one piece in memory at a time
         text, lead = corpus.normalise(text, params, first=first, last=last), []
         first = False
         if params.unit == "word":
             if word is not None:  # it goes on up to this piece's first non-word character
-                n = corpus.WORD_RUN.match(text).end()
+                n = corpus.WORD_RUN.match(text).end()  # type: ignore[union-attr]  # \w* always matches
                 word = word_state(text[:n], word)
                 if n == len(text) and not last:
                     continue
                 text, lead, word = text[n:], [finish_word(word)], None
             if not last and text and corpus.WORD_RUN.fullmatch(text[-1]):  # ends inside a word
-                n = len(text) - corpus.WORD_RUN.match(text[::-1]).end()
+                n = len(text) - corpus.WORD_RUN.match(text[::-1]).end()  # type: ignore[union-attr]  # as above
                 text, word = text[:n], word_state(text[n:])
         th = np.concatenate([tail, *lead, hash_tokens(text)])
         pending.append(sets.sorted_unique(kgram_hashes(th, np.array([len(th)]), params.k)[1]))
@@ -346,7 +362,10 @@ def shingle(runner: Runner, args: list[str], source: SourceParams, params: Shing
         start, live_rows = 0, todo.catalog.live
         for n, count, shard_key, size in zip(base["shards"], base["docs"], base["partitions"], base["bytes"]):
             if live_rows[start:start + count].any():
-                shards.append(n), counts.append(count), keys.append(shard_key), shard_bytes.append(size)
+                shards.append(n)
+                counts.append(count)
+                keys.append(shard_key)
+                shard_bytes.append(size)
                 kept.append(np.arange(start, start + count))
             start += count
     catalog = todo.catalog.take(np.concatenate(kept)) if kept else Catalog.empty()
@@ -361,7 +380,8 @@ def shingle(runner: Runner, args: list[str], source: SourceParams, params: Shing
             if i == 0 and params.unit == "word":
                 prepare_word_tables()  # built once, before the first task forks the workers that inherit them
             wanted = [only.get(item.id) for item in part]
-            restriction = frozenset().union(*wanted) if any(w is not None for w in wanted) else None
+            # ids are wanted only of JSONL items, each alone in its part (with JSONL input every item is one)
+            restriction = frozenset().union(*wanted) if any(w is not None for w in wanted) else None  # type: ignore[arg-type]
             parts.append(corpus.PackedItems(part))
             new_keys.append(digest("shingle", FORMAT, content, parts[-1].fingerprint(),
                                    sorted(restriction) if restriction is not None else None))
@@ -428,7 +448,7 @@ def shingle(runner: Runner, args: list[str], source: SourceParams, params: Shing
     return record
 
 
-_CATALOGS: dict[tuple, Catalog] = {}  # loaded once per process: several stages of a run read the same catalog
+_CATALOGS: dict[tuple | None, Catalog] = {}  # loaded once per process: several stages of a run read the same catalog
 
 
 def load_catalog(work: WorkDir, record: dict) -> Catalog:
@@ -502,7 +522,7 @@ def _check_documents(runner: Runner, record: dict, params: ShingleParams, args: 
         if missing:
             option, field = missing[0]
             raise InputError(f"{where}: no record has the field {field!r} ({option}); the first record's fields are "
-                             f"{', '.join(map(repr, fields)) or 'none'}: pass {option} with one of them")
+                             f"{', '.join(map(repr, fields or ())) or 'none'}: pass {option} with one of them")
     if not stats.get("docs"):
         raise InputError(f"{where}: no readable text documents (binary: {stats.get('binary', 0)}, unreadable: "
                          f"{stats.get('unreadable', 0) + stats.get('vanished', 0)})")
@@ -588,7 +608,7 @@ def load_docs(work: WorkDir, shingle_record: dict | None = None) -> Docs:
 
 # ---------------------------------------------------------------------------------------------- 2. signature
 
-def signature_partition(task: PartitionTask) -> None:
+def signature_partition(task: PartitionTask[SignatureParams]) -> None:
     work = WorkDir(task.root)
     values = work.load_array(work.part("shingle", task.index, "values.npy"), "shingle")
     offsets = work.load_array(work.part("shingle", task.index, "offsets.npy"), "shingle")
@@ -640,7 +660,7 @@ def signature(runner: Runner, params: SignatureParams) -> dict:
 
 # ---------------------------------------------------------------------------------------------- 3. band
 
-def band_partition(task: PartitionTask) -> None:
+def band_partition(task: PartitionTask[BandParams]) -> None:
     work = WorkDir(task.root)
     _save_band_keys(work, task.index, task.key, task.params,
                     work.load_array(work.part("signature", task.index, "npy"), "signature"))
@@ -816,8 +836,8 @@ def band_candidates(task: BandTask) -> tuple[np.ndarray, np.ndarray, np.ndarray]
         large.append(np.concatenate([np.full((len(big), 1), band), big], axis=1))
     work.save_array(Path(task.index[0]), np.stack([k for k, _ in index]))
     work.save_array(Path(task.index[1]), np.stack([d for _, d in index]))
-    pairs, counts = lsh.count_pairs(np.concatenate(found), np.concatenate(counts))
-    return pairs, counts, np.concatenate(large).astype(np.int64)
+    pairs, pair_counts = lsh.count_pairs(np.concatenate(found), np.concatenate(counts))
+    return pairs, pair_counts, np.concatenate(large).astype(np.int64)
 
 
 def pairable(catalog: Catalog, params: CandidateParams) -> np.ndarray:
@@ -1161,9 +1181,9 @@ class StoredPairs:
     thousands of copies of one text have millions of pairs, too many to hold as records."""
 
     def __init__(self, work: WorkDir, keep: Callable[[dict], bool] | None = None):
-        require(work, "verify")
+        record = require(work, "verify")
         self.work, self.path, self.keep = work, work.current("verify", "pairs.jsonl"), keep
-        self._count = None if keep else work.stage("verify")["stats"]["pairs"]
+        self._count = None if keep else record["stats"]["pairs"]
 
     def __iter__(self):
         for pair in self.work.iter_jsonl(self.path, "verify"):
@@ -1318,7 +1338,7 @@ def _band_index(work: WorkDir, shingle_record: dict, band_record: dict):
         yield lsh.band_index(np.ascontiguousarray(keys[:, j]), members)
 
 
-def _named_binaries(items: list[corpus.Item], source: SourceParams, problems: dict):
+def _named_binaries(items: Iterable[corpus.Item], source: SourceParams, problems: dict):
     """The documents of items, with a message naming each binary file (a run only counts them: a query names its
     few inputs). Lazily: a large file is found binary only as shingle_documents consumes it, before it asks for
     the next document."""
@@ -1336,7 +1356,8 @@ def query(work: WorkDir, paths: list[str], stdin, threshold: float | None) -> tu
     read. Returns (pairs with a = the query document, problems)."""
     band_record = require(work, "band")
     shingle_record = require(work, "shingle")
-    source = SourceParams(**{k: tuple(v) if isinstance(v, list) else v for k, v in shingle_record["source"].items()})
+    stored: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in shingle_record["source"].items()}
+    source = SourceParams(**stored)
     params = ShingleParams(**shingle_record["params"])
     signature_params = SignatureParams(**work.read_manifest()["stages"]["signature"]["params"])
     bands, rows = band_record["params"]["bands"], band_record["params"]["rows"]

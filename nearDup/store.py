@@ -59,12 +59,21 @@ import stat
 import sys
 import time
 from pathlib import Path
+from typing import Any, cast
 
 import numpy as np
 
 from . import __version__
-from .config import (FORMAT, BandParams, CandidateParams, ClusterParams, ShingleParams, SignatureParams,
-                     SourceParams, VerifyParams)
+from .config import (
+    FORMAT,
+    BandParams,
+    CandidateParams,
+    ClusterParams,
+    ShingleParams,
+    SignatureParams,
+    SourceParams,
+    VerifyParams,
+)
 from .errors import WorkDirError
 
 # json.dumps(record, ensure_ascii=False, sort_keys=True), without building an encoder for every record
@@ -102,7 +111,8 @@ def atomic_file(path: Path, mode: str = "wb"):
     of them re-running a task it was thought to have lost) never write to the same temporary file."""
     tmp = path.with_name(f".{path.name}.{_HOST}.{os.getpid()}.tmp")
     try:
-        with open(tmp, mode, **({} if "b" in mode else {"encoding": "utf-8", "errors": "surrogatepass"})) as f:
+        text: dict[str, Any] = {} if "b" in mode else {"encoding": "utf-8", "errors": "surrogatepass"}
+        with open(tmp, mode, **text) as f:
             yield f
         os.replace(tmp, path)
     except BaseException as e:
@@ -141,7 +151,8 @@ def _read_npy(path: Path, mmap: bool) -> np.ndarray | None:
         array = np.empty(shape, dtype)
         if not count:
             return array
-        view, done = memoryview(array.reshape(-1)).cast("B"), 0
+        # numpy's stubs give ndarray the buffer protocol (__buffer__) only for Python >= 3.12
+        view, done = memoryview(array.reshape(-1)).cast("B"), 0  # type: ignore[arg-type]
         while done < len(view):
             got = os.preadv(fd, [view[done:]], start + done)
             if got == 0:
@@ -192,10 +203,11 @@ def _params_spec(cls, *read: str) -> _Exactly:
     """The stored form (dataclasses.asdict, as JSON) of a parameter dataclass, from its fields' annotations. A
     field with a default may be missing (a field added later keeps older work dirs usable: cls(**params) fills
     it), unless named in `read`: a stage reads it from the record directly."""
+    # f.type is the annotation as a string (from __future__ import annotations)
     kinds = {"int": int, "str": str, "bool": bool, "float": float, "float | None": (float, None),
              "str | None": (str, None), "tuple[str, ...]": [str]}
     return _Exactly({("" if f.name in read or f.default is f.default_factory is dataclasses.MISSING else "?")
-                     + f.name: kinds.get(f.type, object) for f in dataclasses.fields(cls)})
+                     + f.name: kinds.get(cast(str, f.type), object) for f in dataclasses.fields(cls)})
 
 
 _SHINGLE_COUNTS = tuple(f"?{name}" for name in ("short", "binary", "replaced", "bad_lines", "unreadable", "vanished",
@@ -299,12 +311,12 @@ class WorkDir:
             raise WorkDirError(f"{self.root}: not a folder; give -w/--workdir or --index a folder") from None
         except OSError as e:
             raise _os_error(self.root, e) from None
-        foreign = sorted(e for e in entries
+        foreign: list[str] = sorted(e for e in entries
                          if e not in (MANIFEST, "lock", CACHE_USE, *_FOLDERS) and not _OWN_TEMP.fullmatch(e))
         data = sorted(e for e in entries if e in (MANIFEST, *_FOLDERS))  # not just a lock or a temporary
         if foreign or (data and not cache and not _is_manifest(self.root / MANIFEST)):
-            shown = foreign or data
-            shown = ", ".join(shown[:3]) + (" ..." if len(shown) > 3 else "")
+            listed = foreign or data
+            shown = ", ".join(listed[:3]) + (" ..." if len(listed) > 3 else "")
             raise WorkDirError(f"{self.root}: not a nearDup work dir (it holds {shown}); nearDup keeps its work "
                                f"only in a new or empty folder: give -w/--workdir or --index another one")
         self._check_folders()
@@ -369,7 +381,7 @@ class WorkDir:
 
     def record_stage(self, name: str, record: dict) -> None:
         record = {**record, "version": __version__,
-                  "completed": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
+                  "completed": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")}
         self._write(stages={name: record})
 
     def set(self, **settings) -> None:

@@ -14,11 +14,10 @@ import tomllib
 from pathlib import Path
 
 import pytest
-
-from nearDup.groups import DEFAULT_RULES
 from click.testing import CliRunner
 
 from nearDup.cli import cli
+from nearDup.groups import DEFAULT_RULES
 
 from conftest import SAMPLE
 

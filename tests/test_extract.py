@@ -22,8 +22,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, reference_shingles
 from nearDup.text import extract as ex
+
+from conftest import REPO, reference_shingles
 
 HAS_PDFIUM = importlib.util.find_spec("pypdfium2") is not None
 HAS_LXML = importlib.util.find_spec("lxml") is not None
@@ -314,7 +315,7 @@ def office_files(tmp_path_factory):
 
 @pytest.mark.parametrize("fmt", ["pdf", "docx", "odt", "epub", "html"])
 def test_office_software_files_give_back_their_words(office_files, fmt):
-    if fmt == "pdf" and not HAS_PDFIUM or fmt in ("epub", "html") and not HAS_LXML:
+    if (fmt == "pdf" and not HAS_PDFIUM) or (fmt in ("epub", "html") and not HAS_LXML):
         pytest.skip(f"{fmt}: {EXTRA}")
     folder, texts = office_files
     for stem, plain in texts.items():
@@ -349,7 +350,7 @@ def test_html_charset_that_lies_or_is_missing(tmp_path):
     body = "".join(f"<p>{p}</p>" for p in plain.split("\n"))
     cases = {  # (bytes, what they are)
         "utf8-says-latin1": f"<html><head><meta charset='iso-8859-1'></head><body>{body}</body></html>"
-                            .encode("utf-8"),
+                            .encode(),
         "cp1252-says-utf8": f"<html><head><meta http-equiv='Content-Type' content='text/html; charset=utf-8'>"
                             f"</head><body>{body}</body></html>".encode("cp1252"),
         "cp1252-no-meta": f"<html><body>{body}</body></html>".encode("cp1252"),

@@ -92,7 +92,8 @@ def test_incremental_result_equals_a_run_from_scratch_byte_for_byte(folder, tmp_
     # only the new and changed files were read and shingled; the renamed and touched ones were recognised
     assert (f"this run: {len(changes['new'])} added, {len(changes['deleted']) + 3} removed, "
             f"{len(changes['renamed'])} renamed") in again.stderr
-    for extra in (["--groups", "--format", "jsonl"], ["--print", "uniques"], ["--print", "keepers", "--keep", "newest"]):
+    for extra in (["--groups", "--format", "jsonl"], ["--print", "uniques"],
+                  ["--print", "keepers", "--keep", "newest"]):
         assert invoke("run", folder, "--index", index, *RUN, *extra).stdout == from_scratch(folder, tmp_path, *extra)
     # and against independent truth: every reported pair is a true pair
     texts = {str(p): p.read_text() for p in folder.iterdir()}
@@ -306,7 +307,8 @@ def test_an_index_keeps_the_bands_it_chose_for_its_threshold(folder, tmp_path):
     assert stages.choose_bands(128, 0.5, None, None, WorkDir(plain)) == chosen
     assert stages.choose_bands(128, 0.6, None, None, WorkDir(index)) == \
         stages.BandParams(*lsh.optimal_bands(0.6, 128), 0.6)
-    assert stages.choose_bands(64, 0.5, None, None, WorkDir(index)) == stages.BandParams(*lsh.optimal_bands(0.5, 64), 0.5)
+    assert stages.choose_bands(64, 0.5, None, None, WorkDir(index)) == \
+        stages.BandParams(*lsh.optimal_bands(0.5, 64), 0.5)
     assert stages.choose_bands(128, 0.5, 4, 8, WorkDir(index)) == stages.BandParams(4, 8, None)
 
 

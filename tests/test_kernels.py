@@ -200,7 +200,7 @@ def test_csr_sets_any_order_and_the_largest_hash():
 
 def test_kgram_hashes_never_cross_documents_and_are_order_sensitive():
     th = np.array([1, 2, 3, 4, 5, 6], dtype=np.uint32)
-    doc, h = kgram_hashes(th, np.array([2, 1, 3]), 2)  # docs [1,2], [3], [4,5,6]
+    doc, _h = kgram_hashes(th, np.array([2, 1, 3]), 2)  # docs [1,2], [3], [4,5,6]
     assert doc.tolist() == [0, 2, 2]
     ab = kgram_hashes(np.array([7, 8], np.uint32), np.array([2]), 2)[1]
     ba = kgram_hashes(np.array([8, 7], np.uint32), np.array([2]), 2)[1]

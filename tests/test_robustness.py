@@ -212,7 +212,7 @@ def test_kill_9_at_random_moments_then_resume_gives_identical_output(big_corpus,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
         time.sleep(kill_at)
         os.killpg(proc.pid, signal.SIGKILL)  # the process and its workers, with no chance to clean up
-        out, err = proc.communicate()
+        out, _err = proc.communicate()
         if proc.returncode == 0:  # finished before the kill
             assert out == reference.stdout
             continue
@@ -265,7 +265,7 @@ def test_a_second_run_waits_for_the_lock_or_says_why_not(tmp_path):
     release.wait()
     assert waiting.poll() is None  # still waiting while the lock is held
     holder.release()
-    out, err = waiting.communicate(timeout=60)
+    out, _err = waiting.communicate(timeout=60)
     assert waiting.returncode == 0 and out.count(b"\n") == 10
 
 
@@ -437,7 +437,7 @@ def test_thousands_of_copies_of_one_text_stay_in_bounded_memory(tmp_path):
     status, maxrss = map(int, r.stderr.split()[-2:])
     assert status == 0
     lines = r.stdout.decode().splitlines()
-    assert len(lines) == 700 * 699 // 2 and set(line.split("\t")[0] for line in lines) == {"1.0000"}
+    assert len(lines) == 700 * 699 // 2 and {line.split("\t")[0] for line in lines} == {"1.0000"}
     assert lines[:2] == [f"1.0000\t{docs}/c0000.txt\t{docs}/c0001.txt", f"1.0000\t{docs}/c0000.txt\t{docs}/c0002.txt"]
     assert maxrss < 220 * 1024, maxrss
 

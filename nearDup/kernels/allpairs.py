@@ -126,7 +126,7 @@ class _Plan(NamedTuple):
     probe_pos: np.ndarray
     probe_starts: np.ndarray  # int64 (n + 1,): document y's probe entries are probe_starts[y]:probe_starts[y+1]
     lo: np.ndarray
-    count: np.ndarray
+    count: np.ndarray  # type: ignore[assignment]  # shadows tuple.count, which nothing here calls
 
 
 def _entries(offsets: np.ndarray, length: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from .hashing import U64, combine
 from .sets import ranges, sorted_unique
@@ -17,7 +18,7 @@ BAND_SEED = 0x62616E64
 _GRID = np.linspace(0.0, 1.0, 4001)  # integration grid for the error areas
 
 
-def s_curve(s, bands: int, rows: int):
+def s_curve(s, bands: int | np.ndarray, rows: int | np.ndarray):
     """P(s) = 1 - (1 - s^r)^b, the probability that a pair of similarity s becomes a candidate."""
     s = np.asarray(s, dtype=np.float64)
     return 1.0 - (1.0 - s ** rows) ** bands
@@ -35,7 +36,7 @@ def inflection_point(bands: int, rows: int) -> float:
     return ((rows - 1) / (bands * rows - 1)) ** (1.0 / rows)
 
 
-def error_areas(threshold: float, bands: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def error_areas(threshold: float, bands: ArrayLike, rows: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
     """False-positive area FP = integral_0^t P(s) ds and false-negative area FN = integral_t^1 (1 - P(s)) ds.
 
     Trapezoid rule on a fixed grid, vectorised over arrays of (b, r); deterministic, needs no scipy.
@@ -46,7 +47,7 @@ def error_areas(threshold: float, bands: np.ndarray, rows: np.ndarray) -> tuple[
     hi = _GRID[_GRID >= threshold]
     fp = np.trapezoid(1.0 - (1.0 - lo[None, :] ** r) ** b, lo, axis=1) if len(lo) > 1 else np.zeros(len(b))
     fn = np.trapezoid((1.0 - hi[None, :] ** r) ** b, hi, axis=1) if len(hi) > 1 else np.zeros(len(b))
-    return fp, fn
+    return fp, fn  # type: ignore[return-value]  # trapezoid along axis 1 of a 2-D array gives an array
 
 
 FP_WEIGHT, FN_WEIGHT = 0.1, 0.9

@@ -92,7 +92,7 @@ def densify(sig: np.ndarray, seed: int) -> np.ndarray:
     Reads only bins that were non-empty before densification (Shrivastava 2017, "optimal densification").
     Rows with no non-empty bin (empty documents) stay EMPTY. Modifies and returns sig.
     """
-    n, num_perm = sig.shape
+    _n, num_perm = sig.shape
     empty = sig == EMPTY
     has_data = ~empty.all(axis=1)
     d, i = np.nonzero(empty & has_data[:, None])

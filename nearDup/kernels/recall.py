@@ -45,7 +45,6 @@ import numpy as np
 
 from .lsh import error_areas, s_curve
 
-
 _P_FLOOR = 1e-12
 
 

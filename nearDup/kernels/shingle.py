@@ -13,6 +13,7 @@ text order (`sets.csr_lists`), made a sorted set when compared (`sets.gather_set
 from __future__ import annotations
 
 import functools
+import itertools
 import re
 
 import mmh3
@@ -100,7 +101,7 @@ def word_hashes(texts: list[str], positions: bool = True) -> tuple[np.ndarray, n
     cuts = [0, *(np.flatnonzero(narrow[1:] != narrow[:-1]) + 1).tolist(), len(texts)]
     seen = [0, 0]  # texts of each kind before the run
     hashes, counts, where = [], [], []
-    for lo, hi in zip(cuts[:-1], cuts[1:]):
+    for lo, hi in itertools.pairwise(cuts):
         kind = int(narrow[lo])
         ga, gb = seen[kind], seen[kind] + hi - lo
         h, c, pos = results[kind]
@@ -108,7 +109,7 @@ def word_hashes(texts: list[str], positions: bool = True) -> tuple[np.ndarray, n
         hashes.append(h[wa:wb])
         counts.append(c[ga:gb])
         if positions:
-            where.append(pos[:, wa:wb] + (text_start[lo] - group_text_start[kind][ga]))
+            where.append(pos[:, wa:wb] + (text_start[lo] - group_text_start[kind][ga]))  # type: ignore[index]  # set if positions
         seen[kind] = gb
     return np.concatenate(hashes), np.concatenate(counts), np.concatenate(where, axis=1) if positions else None
 
@@ -126,18 +127,20 @@ def _is_narrow(text: str) -> bool:
 
 def _batched_word_hashes(texts: list[str], positions: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     """word_hashes of texts joined in batches of about BATCH_CODE_POINTS."""
-    results, batch, size, offset = [], [], 0, 0
+    results, size, offset = [], 0, 0
+    batch: list[str] = []
     for text in [*texts, None]:
         if batch and (text is None or size + len(text) > BATCH_CODE_POINTS):
             hashes, counts, where = _word_hashes(batch, positions)
-            results.append((hashes, counts, where + offset if positions else None))
+            results.append((hashes, counts, where + offset if positions else None))  # type: ignore[operator]  # set if positions
             offset += size
             batch, size = [], 0
         if text is not None:
             batch.append(text)
             size += len(text) + 1
     if not results:
-        return np.empty(0, np.uint32), np.zeros(len(texts), np.int64), (np.empty((2, 0), np.int64) if positions else None)
+        return (np.empty(0, np.uint32), np.zeros(len(texts), np.int64),
+                np.empty((2, 0), np.int64) if positions else None)
     hashes, counts, where = zip(*results)
     return np.concatenate(hashes), np.concatenate(counts), np.concatenate(where, axis=1) if positions else None
 

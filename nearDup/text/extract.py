@@ -33,8 +33,9 @@ import shutil
 import struct
 import tempfile
 import zipfile
+from collections.abc import Callable, Iterator
 from importlib import metadata
-from typing import Callable, Iterator
+from typing import Any
 from urllib.parse import unquote
 from xml.etree import ElementTree as ET
 
@@ -168,7 +169,7 @@ def detect(head: bytes, name: str = "") -> str:
 
 def _mail_headers(lines: list[str]) -> bool:
     """True when the lines open with an RFC 5322 header block naming at least two usual mail fields."""
-    names = set()
+    names: set[str] = set()
     for line in lines[:50]:
         line = line.rstrip("\r")
         if not line:
@@ -218,7 +219,7 @@ def extract(path: str, fmt: str | None = None, options: ExtractOptions = Extract
             raise
 
 
-def _extract(f, name: str, fmt: str, options: ExtractOptions, budget: "_Budget", warn, depth: int):
+def _extract(f, name: str, fmt: str, options: ExtractOptions, budget: _Budget, warn, depth: int):
     try:
         if fmt in COMPRESSED:
             yield from _compressed(f, name, fmt, options, budget, warn, depth)
@@ -266,11 +267,12 @@ class _Budget:
             raise Refused(f"expands past {_size(self.limit)}: refused")
 
 
-def _size(n: int) -> str:
+def _size(n: float) -> str:
     for unit in ("bytes", "KiB", "MiB", "GiB"):
         if n < 1024 or unit == "GiB":
             return f"{n:g} {unit}" if unit == "bytes" else f"{n:.3g} {unit}"
         n /= 1024
+    raise AssertionError("not reached: the loop returns at GiB")
 
 
 class _Limited(io.RawIOBase):
@@ -315,7 +317,7 @@ def _compressed(f, name: str, fmt: str, options, budget: _Budget, warn, depth: i
     if depth >= 3:
         raise Refused("compressed more than 3 times: refused")
     if fmt == "gz":
-        raw = gzip.GzipFile(fileobj=f, mode="rb")
+        raw: io.BufferedIOBase | io.RawIOBase = gzip.GzipFile(fileobj=f, mode="rb")
     elif fmt == "bz2":
         raw = bz2.BZ2File(f)
     elif fmt == "xz":
@@ -325,7 +327,8 @@ def _compressed(f, name: str, fmt: str, options, budget: _Budget, warn, depth: i
     inner_name = re.sub(r"\.(gz|bz2|xz|zst|tgz)$", "", name, flags=re.IGNORECASE)
     # The inner format may need to seek (zip, PDF). Most files fit one read and stay in memory; a larger one is
     # spooled, to disk past 16 MiB.
-    chunks = []
+    chunks: list[bytes] = []
+    spool = None
     while len(chunks) < 16:
         chunk = raw.read(1 << 20)
         budget.take(len(chunk))
@@ -336,8 +339,8 @@ def _compressed(f, name: str, fmt: str, options, budget: _Budget, warn, depth: i
         spool = tempfile.SpooledTemporaryFile(max_size=16 << 20)
         spool.writelines(chunks)
         shutil.copyfileobj(_Limited(raw, budget), spool, 1 << 20)
-        chunks = None
-    with io.BytesIO(b"".join(chunks)) if chunks is not None else spool as inner_file:
+        chunks = []
+    with io.BytesIO(b"".join(chunks)) if spool is None else spool as inner_file:
         inner_file.seek(0)
         inner = detect(inner_file.read(HEAD), inner_name)
         inner_file.seek(0)
@@ -350,7 +353,8 @@ class _Zstd(io.RawIOBase):
     4 input bytes) and raises EOFError when the input ends inside a frame."""
 
     def __init__(self, zstd, f):
-        self.zstd, self.f, self.obj, self.inside = zstd, f, None, False
+        self.zstd, self.f, self.inside = zstd, f, False
+        self.obj: Any = None  # zstandard's decompressobj of the current frame (zstandard has no type hints)
         self.pending, self.at = b"", 0
 
     def readable(self) -> bool:
@@ -465,7 +469,9 @@ def _docx_text(stream) -> str:
 def _odt_text(stream) -> str:
     """Paragraphs and headings of content.xml in order (tables and lists hold paragraphs); footnote bodies go to
     the end, as DOCX keeps them apart; annotations and tracked deletions are left out."""
-    out, notes, level = [], [], [0]
+    out: list[str] = []
+    notes: list[str] = []
+    level = [0]
     blocks = (T + "p", T + "h")
     skipped = (OFFICE + "annotation", T + "tracked-changes", T + "note-citation")
 
@@ -513,9 +519,9 @@ def _epub(infos, member, options) -> str:
     with member("META-INF/container.xml") as m:
         root = ET.parse(m).getroot()
     rootfile = root.find(f".//{CONTAINER}rootfile")
-    if rootfile is None or not rootfile.get("full-path"):
+    opf_path = rootfile.get("full-path") if rootfile is not None else None
+    if not opf_path:
         raise Corrupt("EPUB without a package document (META-INF/container.xml): skipped")
-    opf_path = rootfile.get("full-path")
     with member(opf_path) as m:
         opf = ET.parse(m).getroot()
     base = posixpath.dirname(opf_path)
@@ -686,9 +692,11 @@ def _eml(data: bytes, options) -> str:
 def _mbox(f, name: str, options, budget: _Budget, warn) -> Iterator[tuple[str, str]]:
     """Messages split at "From " lines that follow a blank line (or start the file), streamed one at a time.
     A message without headers, or that the parser cannot read, is counted and skipped; the rest go on."""
-    index, bad, lines, blank = 0, 0, None, True
+    index, bad, blank = 0, 0, True
+    lines: list[bytes] | None = None  # the current message's, from its "From " line
 
     def emit():
+        assert lines is not None  # called only inside a message
         msg = email.message_from_bytes(b"".join(lines), policy=email.policy.default)
         if not len(msg.keys()):
             raise ValueError("no header fields")
