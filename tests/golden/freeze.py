@@ -12,7 +12,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests/, as pytest has it
-from golden import harness  # noqa: E402
+from golden import harness
 
 
 def main(names: list[str]) -> None:

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+
 from conftest import generate_corpus  # tests/ is on sys.path: pytest puts it there, and so does freeze.py
 
 TESTS = Path(__file__).resolve().parent.parent
