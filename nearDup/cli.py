@@ -5,6 +5,7 @@ exit status 2 in one place (NearDupGroup.main).
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import math
@@ -17,6 +18,7 @@ import click
 from click.core import ParameterSource
 
 from . import __version__, actions, admin, cache, corpus, settings, stages
+from . import engine as engine_module
 from .config import (
     DEFAULT_THRESHOLD,
     METHODS,
@@ -126,6 +128,12 @@ class NearDupGroup(click.Group):
                        err=True)
             code = 2
         if standalone_mode:
+            if engine_module.TORN_DOWN:  # see engine.TORN_DOWN: our work is committed or resumable, so skip it
+                printers = [app.printer.stream for app in _ACTIVE if app.printer is not None]
+                for stream in (*printers, sys.stdout, sys.stderr):
+                    with contextlib.suppress(Exception):
+                        stream.flush()
+                os._exit(code)
             sys.exit(code)
         return code
 

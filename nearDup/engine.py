@@ -59,6 +59,12 @@ def make_engine(jobs: int | None = None, progress: bool = False, scheduler: str 
     return DaskEngine.connect(scheduler, scheduler_file, progress, workdir, log)
 
 
+# A pool was torn down (an interrupt, a dead worker): the process should then end without the interpreter's
+# shutdown, whose concurrent.futures hooks can still race the broken pool's closed pipes in Python 3.11 and print a
+# traceback after nearDup's one line (seen under load: "OSError: [Errno 9] Bad file descriptor").
+TORN_DOWN = False
+
+
 class LocalEngine:
     """Tasks inline (one job) or in forked worker processes, one pool for all the stages of a run: a pool per
     stage forked and joined its workers up to five times a run, and the last partition of each stage kept one
@@ -148,18 +154,27 @@ class LocalEngine:
         pool, self._pool = self._pool, None
         if pool is None:
             return
+        processes = list((getattr(pool, "_processes", None) or {}).values())
         if cancel:
             terminate = getattr(pool, "terminate_workers", None)  # Python 3.14
             if terminate is not None:
                 terminate()
             else:
-                for process in list((getattr(pool, "_processes", None) or {}).values()):
+                for process in processes:
                     with contextlib.suppress(Exception):
                         process.terminate()
         pool.shutdown(wait=not cancel, cancel_futures=cancel)
+        if not cancel:
+            return
+        global TORN_DOWN
+        TORN_DOWN = True
+        deadline = time.monotonic() + 2  # SIGTERM ends a worker at once (default action): reap them, so that none
+        for process in processes:          # is left when this process ends without the interpreter's shutdown
+            with contextlib.suppress(Exception):
+                process.join(max(0.0, deadline - time.monotonic()))
         manager = getattr(pool, "_executor_manager_thread", None)
-        if cancel and manager is not None:  # its workers are gone: it ends at once. Joined now, it cannot race
-            manager.join(timeout=2)          # concurrent.futures' exit hook (3.11 writes to its closed pipe)
+        if manager is not None:  # its workers are gone: it ends at once. Joined now, it cannot race
+            manager.join(max(0.0, deadline - time.monotonic()))  # concurrent.futures' exit hook (see TORN_DOWN)
 
     def finish(self) -> None:
         """The run's work is done: stop the workers, and say so if --jobs asked for more than were needed."""
