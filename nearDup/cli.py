@@ -128,12 +128,6 @@ class NearDupGroup(click.Group):
                        err=True)
             code = 2
         if standalone_mode:
-            if engine_module.TORN_DOWN:  # see engine.TORN_DOWN: our work is committed or resumable, so skip it
-                printers = [app.printer.stream for app in _ACTIVE if app.printer is not None]
-                for stream in (*printers, sys.stdout, sys.stderr):
-                    with contextlib.suppress(Exception):
-                        stream.flush()
-                os._exit(code)
             sys.exit(code)
         return code
 
@@ -943,4 +937,12 @@ for _command in admin.COMMANDS:
 
 
 def main() -> None:
-    cli.main(prog_name="neardup")
+    """The `neardup` program (not a library or test call: they keep their interpreter)."""
+    code = cli.main(prog_name="neardup", standalone_mode=False)
+    if engine_module.TORN_DOWN:  # see engine.TORN_DOWN: the work is committed or resumable, so skip the shutdown
+        printers = [app.printer.stream for app in _ACTIVE if app.printer is not None]
+        for stream in (*printers, sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        os._exit(code)
+    sys.exit(code)
