@@ -1338,18 +1338,6 @@ def _band_index(work: WorkDir, shingle_record: dict, band_record: dict):
         yield lsh.band_index(np.ascontiguousarray(keys[:, j]), members)
 
 
-def _named_binaries(items: Iterable[corpus.Item], source: SourceParams, problems: dict):
-    """The documents of items, with a message naming each binary file (a run only counts them: a query names its
-    few inputs). Lazily: a large file is found binary only as shingle_documents consumes it, before it asks for
-    the next document."""
-    for item in items:
-        binary = problems.get("binary", 0)
-        for _, doc in corpus.read_documents([item], source, problems):
-            yield doc
-        if problems.get("binary", 0) > binary:
-            problems.setdefault("messages", []).append(f"{item.id}: binary file skipped")
-
-
 def query(work: WorkDir, paths: list[str], stdin, threshold: float | None) -> tuple[list[dict], dict]:
     """Near-duplicates in the index of the given documents (paths, or one text on stdin for "-"), with exact
     Jaccard >= threshold, found like a run finds them (same shingles, signatures and bands); the index is only
@@ -1370,11 +1358,13 @@ def query(work: WorkDir, paths: list[str], stdin, threshold: float | None) -> tu
         decoded = corpus.decode(raw)
         if decoded is None:
             raise InputError("-: standard input is binary, not text")
-        documents = [corpus.Document("-", decoded[0], len(raw), 0, "", decoded[1])]
+        documents: Iterable[corpus.Document] = [corpus.Document("-", decoded[0], len(raw), 0, "", decoded[1])]
     else:
         items = corpus.list_items(list(paths), source, skip=(str(work.root),)).items
-        documents = _named_binaries(items, source, problems)
+        documents = (doc for _, doc in corpus.read_documents(items, source, problems))
     records, values, offsets = shingle_documents(((doc, {}) for doc in documents), params, problems)
+    # a run only counts binary files; a query names its few inputs (corpus.count_binary kept their ids)
+    problems.setdefault("messages", []).extend(f"{i}: binary file skipped" for i in problems.get("binary_ids", ()))
     problems["queried"] = len(records)
     if not records:
         return [], problems
