@@ -8,7 +8,6 @@ import hashlib
 import os
 import re
 import stat
-import sys
 import zlib
 
 import numpy as np
@@ -229,10 +228,9 @@ def _shingles(path: str, params: ShingleParams, explain: bool,
     source = SourceParams()
     problems: dict = {}
     if path == "-":
-        raw = (stdin or sys.stdin.buffer).read()
-        decoded = corpus.decode(raw)
-        documents = [] if decoded is None else [corpus.Document("-", decoded[0], len(raw), 0, "", decoded[1])]
-        problems["binary"] = int(decoded is None)
+        doc = corpus.stdin_document(stdin)
+        documents = [] if doc is None else [doc]
+        problems["binary"] = int(doc is None)
     else:
         items = corpus.list_items([path], source).items
         documents = [doc for _, doc in corpus.read_documents(items, source, problems)]

@@ -443,6 +443,14 @@ def read_documents(items: Iterable[Item], params: SourceParams, problems: dict,
         yield item, Document(item.id, text, len(data), item.mtime_ns, sha, replaced)
 
 
+def stdin_document(stdin=None) -> Document | None:
+    """The text on standard input as one document "-" (compare and query read text there, not paths), or None
+    for binary data."""
+    raw = (stdin if stdin is not None else sys.stdin.buffer).read()
+    decoded = decode(raw)
+    return None if decoded is None else Document("-", decoded[0], len(raw), 0, "", decoded[1])
+
+
 def content_hashes(item: Item, params: SourceParams) -> Iterator[tuple[str, str]]:
     """(id, sha) of each document of an item, as read_documents would give them, without decoding files: how an
     index recognises an unchanged or renamed document before shingling it. Unreadable items give nothing."""

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import sys
 from collections.abc import Callable, Iterable
 from dataclasses import asdict
 from pathlib import Path
@@ -1354,11 +1353,10 @@ def query(work: WorkDir, paths: list[str], stdin, threshold: float | None) -> tu
     if (warning := recall_warning(work, threshold)) is not None:
         problems["messages"] = [warning]
     if list(paths) in ([], ["-"]):
-        raw = (stdin if stdin is not None else sys.stdin.buffer).read()
-        decoded = corpus.decode(raw)
-        if decoded is None:
+        doc = corpus.stdin_document(stdin)
+        if doc is None:
             raise InputError("-: standard input is binary, not text")
-        documents: Iterable[corpus.Document] = [corpus.Document("-", decoded[0], len(raw), 0, "", decoded[1])]
+        documents: Iterable[corpus.Document] = [doc]
     else:
         items = corpus.list_items(list(paths), source, skip=(str(work.root),)).items
         documents = (doc for _, doc in corpus.read_documents(items, source, problems))
