@@ -73,7 +73,7 @@ def generate_corpus(folder: Path, n_base: int = 120, seed: int = 7) -> dict[str,
 
 def refuse_open(monkeypatch, suffix: str, error: OSError) -> None:
     """Make nearDup's reader fail on files ending with suffix (states root cannot stage: CI runs as root)."""
-    from nearDup import corpus as reader
+    from nearDup.text import read as reader
 
     real_open, real_read_file = open, reader._read_file
 

@@ -16,11 +16,13 @@ from click.testing import CliRunner
 distributed = pytest.importorskip("distributed", reason="the dask extra is not installed (pip install -e "
                                                         "'.[dask]'; CI installs it with `make test`)")
 
-from nearDup import stages  # noqa: E402
+from nearDup import pipeline as stages  # noqa: E402
 from nearDup.cli import cli  # noqa: E402
 from nearDup.config import CandidateParams, ShingleParams, SignatureParams, SourceParams, VerifyParams  # noqa: E402
 from nearDup.engine import DaskEngine, LocalEngine  # noqa: E402
-from nearDup.store import WorkDir  # noqa: E402
+from nearDup.pipeline.driver import Runner  # noqa: E402
+from nearDup.pipeline.results import verified_pairs  # noqa: E402
+from nearDup.store.workdir import WorkDir  # noqa: E402
 
 from conftest import REPO, SAMPLE, generate_corpus  # noqa: E402
 
@@ -143,19 +145,19 @@ def test_dask_engine_in_process_writes_the_same_files_as_the_local_engine(corpus
     source = SourceParams(partition_docs=23)
 
     def pipeline(runner):
-        stages.shingle(runner, [str(folder)], source, ShingleParams())
-        stages.signature(runner, SignatureParams(num_perm=64, method="permutation"))
-        stages.band(runner, 0.5)
-        stages.candidates(runner, CandidateParams())
-        stages.verify(runner, VerifyParams(0.5))
-        return stages.verified_pairs(runner.work)
+        stages.shingle.run(runner, [str(folder)], source, ShingleParams())
+        stages.signature.run(runner, SignatureParams(num_perm=64, method="permutation"))
+        stages.band.run(runner, 0.5)
+        stages.candidates.run(runner, CandidateParams())
+        stages.verify.run(runner, VerifyParams(0.5))
+        return verified_pairs(runner.work)
 
-    local = pipeline(stages.Runner(WorkDir(tmp_path / "local"), LocalEngine(1), lambda m: None))
+    local = pipeline(Runner(WorkDir(tmp_path / "local"), LocalEngine(1), lambda m: None))
     with distributed.Client(processes=False, n_workers=1, threads_per_worker=2, dashboard_address=":0",
                             set_as_default=False) as client:
         engine = DaskEngine(client, client.scheduler.address)
         engine.check(tmp_path, timeout=10)
-        on_dask = pipeline(stages.Runner(WorkDir(tmp_path / "dask"), engine, lambda m: None))
+        on_dask = pipeline(Runner(WorkDir(tmp_path / "dask"), engine, lambda m: None))
     assert on_dask == local and len(local) > 30
     assert stage_files(tmp_path / "dask") == stage_files(tmp_path / "local")
 

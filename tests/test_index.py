@@ -240,7 +240,7 @@ def test_a_reader_that_stops_early_does_not_cost_the_index_its_run(tmp_path):
 
 
 def test_one_writer_at_a_time_and_queries_share_the_index(folder, tmp_path):
-    from nearDup.store import WorkDir
+    from nearDup.store.workdir import WorkDir
 
     index = tmp_path / "index"
     invoke("run", folder, "--index", index, *RUN)
@@ -290,32 +290,33 @@ def test_touching_a_file_of_a_plain_work_dir_reuses_every_shard(tmp_path):
 def test_an_index_keeps_the_bands_it_chose_for_its_threshold(folder, tmp_path):
     """An index's (b, r) are fixed at creation: a later run with the same threshold and num_perm takes the stored
     choice instead of optimising again; a plain work dir, or another threshold, chooses afresh."""
-    from nearDup import stages
+    from nearDup.config import BandParams
     from nearDup.kernels import lsh
-    from nearDup.store import WorkDir
+    from nearDup.pipeline.band import choose_bands
+    from nearDup.store.workdir import WorkDir
 
     index, plain = tmp_path / "index", tmp_path / "plain"
     for where in (["--index", index], ["-w", plain]):
         assert invoke("run", folder, *where, *RUN).exit_code == 0
-    chosen = stages.BandParams(*lsh.optimal_bands(0.5, 128), 0.5)
+    chosen = BandParams(*lsh.optimal_bands(0.5, 128), 0.5)
     for work in (index, plain):  # plant another choice in the stored records, as an older nearDup might have made
         manifest = json.loads((work / "manifest.json").read_text())
         assert manifest["stages"]["band"]["params"] == {"bands": chosen.bands, "rows": chosen.rows, "threshold": 0.5}
         manifest["stages"]["band"]["params"].update(bands=7, rows=11)
         (work / "manifest.json").write_text(json.dumps(manifest))
-    assert stages.choose_bands(128, 0.5, None, None, WorkDir(index)) == stages.BandParams(7, 11, 0.5)
-    assert stages.choose_bands(128, 0.5, None, None, WorkDir(plain)) == chosen
-    assert stages.choose_bands(128, 0.6, None, None, WorkDir(index)) == \
-        stages.BandParams(*lsh.optimal_bands(0.6, 128), 0.6)
-    assert stages.choose_bands(64, 0.5, None, None, WorkDir(index)) == \
-        stages.BandParams(*lsh.optimal_bands(0.5, 64), 0.5)
-    assert stages.choose_bands(128, 0.5, 4, 8, WorkDir(index)) == stages.BandParams(4, 8, None)
+    assert choose_bands(128, 0.5, None, None, WorkDir(index)) == BandParams(7, 11, 0.5)
+    assert choose_bands(128, 0.5, None, None, WorkDir(plain)) == chosen
+    assert choose_bands(128, 0.6, None, None, WorkDir(index)) == \
+        BandParams(*lsh.optimal_bands(0.6, 128), 0.6)
+    assert choose_bands(64, 0.5, None, None, WorkDir(index)) == \
+        BandParams(*lsh.optimal_bands(0.5, 64), 0.5)
+    assert choose_bands(128, 0.5, 4, 8, WorkDir(index)) == BandParams(4, 8, None)
 
 
 def test_catalog_fingerprint_depends_on_the_rows_only():
     """However a catalog's columns are held (decoded lists, bytes arrays wider than their longest value, parts of
     different widths joined), equal rows give equal fingerprints, and any changed value changes it."""
-    from nearDup.catalog import NUMBERS, Catalog
+    from nearDup.store.catalog import NUMBERS, Catalog
 
     def rows(ids):
         return Catalog({"id": list(ids), "sha": [f"{i:032x}" for i in range(len(ids))], "item": [""] * len(ids),

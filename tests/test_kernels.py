@@ -8,11 +8,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nearDup import corpus
 from nearDup.config import ShingleParams
 from nearDup.kernels import lsh, minhash, sets
 from nearDup.kernels.sets import csr_lists, csr_sets, gather_sets
 from nearDup.kernels.shingle import CodePointHasher, kgram_hashes, word_characters, word_hashes
+from nearDup.text.normalise import normalise
 
 
 def csr(list_of_sets):
@@ -31,7 +31,7 @@ def exact_jaccard_kernel(a: set, b: set) -> float:
 
 def shingle_set(text: str, unit: str, k: int) -> set:
     params = ShingleParams(unit=unit, k=k)
-    norm = corpus.normalise(text, params)
+    norm = normalise(text, params)
     th = word_hashes([norm])[0] if unit == "word" else CodePointHasher().hash_text(norm)
     _, hashes = kgram_hashes(th, np.array([len(th)]), k)
     return set(hashes.tolist())

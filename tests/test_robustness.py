@@ -16,9 +16,11 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from nearDup import corpus, store
 from nearDup.cli import cli
-from nearDup.store import WorkDir
+from nearDup.config import SourceParams
+from nearDup.store import workdir
+from nearDup.store.workdir import WorkDir
+from nearDup.text import inputs, normalise, read
 
 from conftest import SAMPLE, brute_force_pairs, generate_corpus, reference_shingles, refuse_open, stage_output
 
@@ -138,13 +140,13 @@ def test_a_file_that_grew_or_shrank_since_listing_is_read_whole(tmp_path):
     path = tmp_path / "f.txt"
     data = os.urandom(3_000_000)  # larger than one read of the listed size
     path.write_bytes(data)
-    assert corpus._read_file(str(path), len(data)) == data
-    assert corpus._read_file(str(path), 10) == data  # grew after listing
-    assert corpus._read_file(str(path), len(data) + 500) == data  # shrank after listing
+    assert read._read_file(str(path), len(data)) == data
+    assert read._read_file(str(path), 10) == data  # grew after listing
+    assert read._read_file(str(path), len(data) + 500) == data  # shrank after listing
     (tmp_path / "empty").write_bytes(b"")
-    assert corpus._read_file(str(tmp_path / "empty"), 0) == b""
+    assert read._read_file(str(tmp_path / "empty"), 0) == b""
     with pytest.raises(IsADirectoryError):
-        corpus._read_file(str(tmp_path), 0)
+        read._read_file(str(tmp_path), 0)
 
 
 def test_awkward_names_through_every_format(tmp_path):
@@ -282,11 +284,11 @@ def test_disk_full_or_read_only_leaves_nothing_half_written(tmp_path, monkeypatc
             raise OSError(code, os.strerror(code))
         return real_replace(src, dst)
 
-    monkeypatch.setattr(store.os, "replace", failing_replace)
+    monkeypatch.setattr(workdir.os, "replace", failing_replace)
     r = invoke("-w", w, "run", SAMPLE, "--jobs", 1)
     one_line_error(r, message)
     assert not [p for p in w.rglob("*") if ".tmp" in p.name]
-    monkeypatch.setattr(store.os, "replace", real_replace)
+    monkeypatch.setattr(workdir.os, "replace", real_replace)
     assert invoke("-w", w, "run", SAMPLE).exit_code == 0  # and the next run recovers
 
 
@@ -524,7 +526,7 @@ def test_a_folder_listed_while_it_is_shingled_comes_in_id_order(tmp_path):
 
     fill(tmp_path / "docs", 0)
     walked = {os.path.join(d, f) for d, _, files in os.walk(tmp_path / "docs") for f in files}
-    lazy = [item.id for item in corpus.list_items([str(tmp_path / "docs")], corpus.SourceParams(), lazy=True).items]
+    lazy = [item.id for item in inputs.list_items([str(tmp_path / "docs")], SourceParams(), lazy=True).items]
     assert lazy == sorted(walked) and len(walked) > 30
     streamed = neardup("-w", tmp_path / "w1", "run", "docs", "-t", 0.3, "--partition-docs", 4, cwd=tmp_path)
     listed = neardup("-w", tmp_path / "w2", "run", "-", "-t", 0.3, "--partition-docs", 4, cwd=tmp_path,
@@ -575,14 +577,14 @@ def test_streamed_shingles_equal_whole_text_shingles(unit, k):
 
     from nearDup.config import ShingleParams
     from nearDup.kernels.shingle import CodePointHasher, kgram_hashes, word_hashes
-    from nearDup.stages import _streamed_shingles
+    from nearDup.text.shingles import _streamed_shingles
 
     rng = random.Random(1)
     text = " ".join(rng.choice(["alpha", "Beta", "ﬁne", "naïve", "x"]) + ("\n" if rng.random() < .1 else "")
                     for _ in range(20000))
     params, chars = ShingleParams(unit=unit, k=k), CodePointHasher()
     hash_tokens = (lambda t: word_hashes([t])[0]) if unit == "word" else chars.hash_text
-    th = hash_tokens(corpus.normalise(text, params))
+    th = hash_tokens(normalise.normalise(text, params))
     whole = np.unique(kgram_hashes(th, np.array([len(th)]), k)[1])
     cuts = sorted(rng.sample([i + 1 for i, c in enumerate(text) if c == " "], 30))  # pieces end after a blank
     pieces = [text[a:b] for a, b in zip([0] + cuts, cuts + [len(text)])]
@@ -597,9 +599,9 @@ def test_streamed_text_without_blanks_is_never_cut_inside_a_word(tmp_path, monke
 
     from nearDup.config import ShingleParams
     from nearDup.kernels.shingle import CodePointHasher, kgram_hashes, word_hashes
-    from nearDup.stages import _streamed_shingles
+    from nearDup.text.shingles import _streamed_shingles
 
-    monkeypatch.setattr(corpus, "BLOCK_BYTES", 64)  # a cut is forced after 512 characters without a blank
+    monkeypatch.setattr(read, "BLOCK_BYTES", 64)  # a cut is forced after 512 characters without a blank
     rng = random.Random(5)
     words = ["alpha", "Beta", "ﬁne", "naïve", "Straße"]
     text = {"punctuation": lambda: ",".join(rng.choice(words) for _ in range(3000)),
@@ -608,12 +610,12 @@ def test_streamed_text_without_blanks_is_never_cut_inside_a_word(tmp_path, monke
                                            for _ in range(60))}[shape]()
     f = tmp_path / "doc.txt"
     f.write_text(text)
-    item = corpus.Item("file", str(f), str(f), f.stat().st_size, 0)
-    pieces = list(corpus._streamed(item, str(f)).pieces)
+    item = inputs.Item("file", str(f), str(f), f.stat().st_size, 0)
+    pieces = list(read._streamed(item, str(f)).pieces)
     assert len(pieces) > 5 and "".join(pieces) == text
     params, chars = ShingleParams(unit=unit, k=3), CodePointHasher()
     hash_tokens = (lambda t: word_hashes([t])[0]) if unit == "word" else chars.hash_text
-    th = hash_tokens(corpus.normalise(text, params))
+    th = hash_tokens(normalise.normalise(text, params))
     whole = np.unique(kgram_hashes(th, np.array([len(th)]), 3)[1])
     assert np.array_equal(whole, _streamed_shingles(iter(pieces), params, hash_tokens))
     assert len(whole) == len(reference_shingles(text, unit, 3))
@@ -690,7 +692,7 @@ def test_query_names_binary_files_and_fails_when_nothing_was_readable(tmp_path):
     assert invoke("run", d, "--index", tmp_path / "idx").exit_code == 0
     small, large, text = tmp_path / "small.bin", tmp_path / "large.bin", tmp_path / "copy.txt"
     small.write_bytes(b"\x00\x01" + TEXT.encode())
-    large.write_bytes(TEXT.encode() * (3 * corpus.STREAM_BYTES // len(TEXT)) + b"\x00")  # found binary as streamed
+    large.write_bytes(TEXT.encode() * (3 * read.STREAM_BYTES // len(TEXT)) + b"\x00")  # found binary as streamed
     text.write_text(TEXT)
     r = neardup("query", small, large, "--index", tmp_path / "idx")
     assert r.returncode == 2 and r.stdout == b""
@@ -770,16 +772,16 @@ def test_a_threshold_below_the_bands_warns_with_the_expected_recall(corpus, tmp_
 
 
 def _pair_corpus(folder):
-    """Pairs of documents, each with an edited copy: small, streamed (> corpus.STREAM_BYTES), streamed with no
-    whitespace (cut where corpus._streamed must force a cut); and two copies of a streamed file that is one word."""
+    """Pairs of documents, each with an edited copy: small, streamed (> read.STREAM_BYTES), streamed with no
+    whitespace (cut where read._streamed must force a cut); and two copies of a streamed file that is one word."""
     rng = random.Random(9)
     vocab = [f"w{i}" for i in range(4000)] + ["Straße", "naïve", "ﬁsh"]
-    words = [rng.choice(vocab) for _ in range(corpus.STREAM_BYTES // 5)]
+    words = [rng.choice(vocab) for _ in range(read.STREAM_BYTES // 5)]
     edited = [rng.choice(vocab) if rng.random() < 0.02 else w for w in words]
     texts = {"small_a.txt": TEXT[:3000], "small_b.txt": TEXT[:3000].replace("the", "a"),
              "big_a.txt": " ".join(words), "big_b.txt": " ".join(edited),
              "nows_a.txt": ",".join(words), "nows_b.txt": ",".join(edited),
-             "word_a.txt": "x" * (3 * corpus.STREAM_BYTES), "word_b.txt": "x" * (3 * corpus.STREAM_BYTES)}
+             "word_a.txt": "x" * (3 * read.STREAM_BYTES), "word_b.txt": "x" * (3 * read.STREAM_BYTES)}
     folder.mkdir()
     for name, text in texts.items():
         (folder / name).write_text(text)
@@ -788,8 +790,8 @@ def _pair_corpus(folder):
 
 @pytest.mark.parametrize("unit", ["word", "char"])
 def test_compare_gives_the_jaccard_run_gives_and_the_reference(tmp_path, monkeypatch, unit):
-    monkeypatch.setattr(corpus, "STREAM_BYTES", 4096)  # files over 4 KB are streamed in blocks of 256 bytes,
-    monkeypatch.setattr(corpus, "BLOCK_BYTES", 256)  # and cut anyway after 2 KB without a blank
+    monkeypatch.setattr(read, "STREAM_BYTES", 4096)  # files over 4 KB are streamed in blocks of 256 bytes,
+    monkeypatch.setattr(read, "BLOCK_BYTES", 256)  # and cut anyway after 2 KB without a blank
     d = tmp_path / "docs"
     texts = _pair_corpus(d)
     r = invoke("-w", tmp_path / "w", "run", d, "--unit", unit, "-t", 0.05, "--format", "jsonl", "-j", 1,

@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from nearDup.cli import cli
-from nearDup.store import MARKER
+from nearDup.store.workdir import MARKER
 
 from conftest import SAMPLE
 

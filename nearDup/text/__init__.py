@@ -1,1 +1,3 @@
-"""Reading documents: format detection and text extraction (the corpus reader moves here in the refactor)."""
+"""Documents to text: finding inputs (inputs.py), reading and decoding them (read.py), extracting the text of
+other formats (extract.py), normalising it (normalise.py) and cutting it into shingle hashes (shingles.py).
+"""

@@ -39,8 +39,8 @@ from typing import Any
 from urllib.parse import unquote
 from xml.etree import ElementTree as ET
 
-from ..corpus import BOMS, decode
 from ..errors import InputError
+from .read import BOMS, decode
 
 HEAD = 4096  # bytes detect() needs from the start of a file
 PIP = "pip install 'nearDup[formats]'"

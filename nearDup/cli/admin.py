@@ -14,9 +14,10 @@ from typing import cast
 import click
 from click.core import ParameterSource
 
-from . import __version__, cache, settings
+from .. import __version__
+from ..store.cache import DEFAULT_MAX_SIZE, cache_root, clean, entries
+from .settings import ENVIRONMENT_HELP, FILES_HELP, of, show
 
-# ---------------------------------------------------------------------------------------------- help and man
 
 class Command(click.Command):
     """Options anywhere among the arguments (`cache clean --all`), which a chained group turns off."""
@@ -111,12 +112,11 @@ def man_page(root: click.Context) -> str:
         usage = " ".join(sub.command.collect_usage_pieces(sub))
         lines += [f'.SS "{_roff(sub.command_path)} {_roff(usage)}"', *_roff_paragraphs(sub.command.help or ""),
                   *_roff_options(sub, common)]
-    lines += [".SH ENVIRONMENT", *_roff_paragraphs(settings.ENVIRONMENT_HELP), ".SH FILES",
-              *_roff_paragraphs(settings.FILES_HELP)]
+    lines += [".SH ENVIRONMENT", *_roff_paragraphs(ENVIRONMENT_HELP), ".SH FILES",
+              *_roff_paragraphs(FILES_HELP)]
     return "\n".join(lines) + "\n"
 
 
-# ---------------------------------------------------------------------------------------------- config
 
 @click.command("config", cls=Command)
 @click.argument("action", type=click.Choice(["show"]))
@@ -127,10 +127,9 @@ def config_command(ctx, action, commands):
     each with where it comes from: default, the config file, the environment (NEARDUP_X), or the command line."""
     root = ctx.find_root()
     _check_commands(root, commands)
-    click.echo("\n".join(settings.show(root, list(commands) or sorted(root.command.commands))))
+    click.echo("\n".join(show(root, list(commands) or sorted(root.command.commands))))
 
 
-# ---------------------------------------------------------------------------------------------- cache
 
 class Size(click.ParamType):
     """Bytes, or a number with K, M, G, T (powers of 1000; Ki, Mi, Gi, Ti: of 1024); none: no limit."""
@@ -157,7 +156,7 @@ def _mb(size: int) -> str:
 @click.option("--older-than", type=click.FloatRange(0), metavar="DAYS",
               help="clean: remove the work dirs not used for DAYS days (and only those).")
 @click.option("--all", "everything", is_flag=True, help="clean: remove every work dir of the cache.")
-@click.option("--max-size", type=Size(), default=cache.DEFAULT_MAX_SIZE, show_default="2G",
+@click.option("--max-size", type=Size(), default=DEFAULT_MAX_SIZE, show_default="2G",
               help="The cache's cap: after each `run` that uses the cache, and by `clean` without --older-than or "
                    "--all, the least recently used work dirs are removed until the cache fits (none: no cap).")
 @click.pass_context
@@ -165,19 +164,19 @@ def cache_command(ctx, action, older_than, everything, max_size):
     """List the work dirs that `run` without -w keeps under $XDG_CACHE_HOME/neardup (size, last use, inputs), or
     clean: remove the least recently used until the cache fits --max-size, or those of --older-than, or --all.
     Only nearDup's own work dirs are removed, never one a run is using."""
-    found = cache.entries()
+    found = entries()
     if action == "list":
         if older_than is not None or everything:
             raise click.UsageError("--older-than and --all go with `cache clean`")
         for e in found:
             used = datetime.datetime.fromtimestamp(e.last_used).strftime("%Y-%m-%d %H:%M")
             click.echo(f"{_mb(e.size)}\t{used}\t{e.path}\t{' '.join(e.inputs) or '?'}")
-        click.echo(f"{_count(len(found), 'work dir')}, {_mb(sum(e.size for e in found))} in {cache.cache_root()}"
+        click.echo(f"{_count(len(found), 'work dir')}, {_mb(sum(e.size for e in found))} in {cache_root()}"
                    + (f" (cap {_mb(max_size)})" if max_size is not None else " (no cap)"), err=True)
         return
     cap = max_size if ctx.get_parameter_source("max_size") == ParameterSource.COMMANDLINE or not (
         older_than is not None or everything) else None
-    removed, busy = cache.clean(found, cap, older_than, everything)
+    removed, busy = clean(found, cap, older_than, everything)
     kept = [e for e in found if e not in removed]
     click.echo(f"removed {_count(len(removed), 'work dir')} ({_mb(sum(e.size for e in removed))}); kept "
                f"{len(kept)} ({_mb(sum(e.size for e in kept))})"
@@ -190,14 +189,14 @@ def _count(n: int, noun: str) -> str:
 
 def evict(ctx: click.Context, keep: Path, log) -> None:
     """After a run that used the cache: remove the least recently used work dirs beyond the cap."""
-    current = settings.of(ctx)
-    cap = current.value("cache", "max_size", cache.DEFAULT_MAX_SIZE) if current else cache.DEFAULT_MAX_SIZE
+    current = of(ctx)
+    cap = current.value("cache", "max_size", DEFAULT_MAX_SIZE) if current else DEFAULT_MAX_SIZE
     if cap is None:
         return
-    removed, _ = cache.clean(cache.entries(), cap, keep=keep)
+    removed, _ = clean(entries(), cap, keep=keep)
     if removed:
         log(f"cache: removed the {_count(len(removed), 'least recently used work dir')} "
-            f"({_mb(sum(e.size for e in removed))}) to keep {cache.cache_root()} under {_mb(cap)} "
+            f"({_mb(sum(e.size for e in removed))}) to keep {cache_root()} under {_mb(cap)} "
             f"(NEARDUP_CACHE_MAX_SIZE, or max-size in the config file's [cache])")
 
 

@@ -63,8 +63,8 @@ from typing import Any, cast
 
 import numpy as np
 
-from . import __version__
-from .config import (
+from .. import __version__
+from ..config import (
     FORMAT,
     BandParams,
     CandidateParams,
@@ -74,7 +74,7 @@ from .config import (
     SourceParams,
     VerifyParams,
 )
-from .errors import WorkDirError
+from ..errors import WorkDirError
 
 # json.dumps(record, ensure_ascii=False, sort_keys=True), without building an encoder for every record
 _JSONL_ENCODER = json.JSONEncoder(ensure_ascii=False, sort_keys=True)

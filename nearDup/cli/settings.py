@@ -20,7 +20,7 @@ from typing import cast
 import click
 from click.core import ParameterSource
 
-from .errors import ParameterError
+from ..errors import ParameterError
 
 ENV_PREFIX = "NEARDUP_"
 META_KEY = "neardup.settings"

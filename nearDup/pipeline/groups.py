@@ -16,9 +16,9 @@ from typing import Protocol
 
 import numpy as np
 
-from .corpus import under
-from .errors import ParameterError
-from .kernels.cluster import components, groups_of
+from ..errors import ParameterError
+from ..kernels.cluster import components, groups_of
+from ..text.inputs import under
 
 RULES = ("longest", "shortest", "oldest", "newest", "first", "nocopy", "central", "shallowest", "alpha", "prefer")
 # A name that says "copy" is the surest sign of a copy; then the version closest to all the others (what they were

@@ -14,7 +14,8 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from rich.console import Console  # imported at run time only when needed (see _rich)
+    from rich.console import Console
+
 
 SELECTIONS = ("pairs", "groups", "dupes", "keepers", "uniques", "script")
 FORMATS = ("tsv", "jsonl", "csv", "human", "fdupes")

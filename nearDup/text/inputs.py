@@ -1,35 +1,27 @@
-"""Finding and reading documents: folders, files, path lists on stdin, JSONL; decoding and normalising text.
+"""Finding documents: folders, files, path lists on stdin, JSONL files and streams.
 
-Listing yields Items (a file, or a byte range of lines of a JSONL file) sorted by id, cut into partitions; reading
-an Item yields Documents. Nothing here knows the work dir or computes hashes of shingles.
+Listing yields Items (a file, or a byte range of lines of a JSONL file) sorted by id, cut into partitions. One file
+reached by several paths (hard links, a folder given twice) is listed once. Nothing here reads a document's text.
 """
 from __future__ import annotations
 
-import codecs
 import contextlib
 import dataclasses
 import fnmatch
 import functools
 import hashlib
-import json
 import operator
 import os
-import re
 import stat
 import sys
-import unicodedata
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import NamedTuple
 
 import numpy as np
 
-from .config import ShingleParams, SourceParams
-from .errors import InputError
-
-SPACE = re.compile(r"\s+")
-WORD_RUN = re.compile(r"\w*")  # a word of the word unit (kernels.shingle: runs of \w)
-BOMS = ((b"\xef\xbb\xbf", "utf-8"), (b"\xff\xfe\x00\x00", "utf-32-le"), (b"\x00\x00\xfe\xff", "utf-32-be"),
-        (b"\xff\xfe", "utf-16-le"), (b"\xfe\xff", "utf-16-be"))
+from ..config import SourceParams
+from ..errors import InputError
+from .read import BOMS
 
 
 class Item(NamedTuple):
@@ -83,28 +75,6 @@ class PackedItems:
         return h.hexdigest()
 
 
-STREAM_BYTES = 2 << 20  # files larger than this are read and shingled block by block (bounded memory)
-BLOCK_BYTES = 1 << 20
-
-
-@dataclasses.dataclass
-class Document:
-    """A document's text, whole (text), or for a large file as pieces cut after whitespace (pieces); sha and
-    replaced of a streamed document are known once its pieces have been consumed."""
-
-    id: str
-    text: str | None
-    size: int
-    mtime_ns: int
-    sha: str
-    replaced: bool  # invalid UTF-8 was replaced by U+FFFD
-    pieces: Iterator[str] | None = None
-
-
-class BinaryFile(Exception):
-    """Raised while streaming a large file that turns out to hold a NUL byte."""
-
-
 @dataclasses.dataclass
 class Listing:
     items: list[Item]  # lazy (list_items): an iterator, listed as it is consumed
@@ -113,7 +83,6 @@ class Listing:
     links: dict[str, list[str]] = dataclasses.field(default_factory=dict)  # listed path -> skipped links to it
 
 
-# ----------------------------------------------------------------------------------------------------- listing
 
 def read_path_list(stream, null: bool) -> list[str]:
     """Paths from a byte stream, one per line (or NUL-terminated); blank entries ignored."""
@@ -391,250 +360,3 @@ def partition(items: Iterable[Item], params: SourceParams) -> Iterator[list[Item
         size += item.size
     if current:
         yield current
-
-
-# ----------------------------------------------------------------------------------------------------- reading
-
-def decode(data: bytes) -> tuple[str, bool] | None:
-    """Text of a file's bytes: BOM-selected UTF-8/16/32, else UTF-8 with U+FFFD replacement.
-
-    Returns (text, replaced) or None for binary data (a NUL byte and no UTF-16/32 BOM)."""
-    for bom, encoding in BOMS:
-        if data.startswith(bom):
-            text = data[len(bom):].decode(encoding, "replace")
-            return text, "\ufffd" in text
-    if b"\0" in data:
-        return None
-    try:
-        return data.decode("utf-8"), False
-    except UnicodeDecodeError:
-        return data.decode("utf-8", "replace"), True
-
-
-def read_documents(items: Iterable[Item], params: SourceParams, problems: dict,
-                   cwd: str = "") -> Iterator[tuple[Item, Document]]:
-    """The documents of a partition, in order, each with its item; relative item paths are taken relative to cwd
-    (default: the working directory). Unreadable, vanished and binary files, and bad JSONL lines, are counted in
-    problems (with messages) and skipped; JSONL errors raise InputError when params.strict."""
-    base = cwd if not cwd or cwd.endswith("/") else cwd + "/"  # os.path.join(cwd, path) without a call per file
-    for item in items:
-        path = base + item.path if base and item.path[:1] != "/" else item.path
-        if item.kind == "jsonl":
-            for doc in _read_jsonl(item, path, params, problems):
-                yield item, doc
-            continue
-        if item.size > STREAM_BYTES:
-            yield item, _streamed(item, path)
-            continue
-        try:
-            data = _read_file(path, item.size)
-        except FileNotFoundError:
-            _problem(problems, "vanished", f"{item.id}: vanished before it could be read")
-            continue
-        except OSError as e:
-            _problem(problems, "unreadable", f"{item.id}: cannot read ({e.strerror})")
-            continue
-        decoded = decode(data)
-        if decoded is None:
-            count_binary(problems, item.id)
-            continue
-        text, replaced = decoded
-        sha = hashlib.blake2b(data, digest_size=16).hexdigest()
-        yield item, Document(item.id, text, len(data), item.mtime_ns, sha, replaced)
-
-
-def stdin_document(stdin=None) -> Document | None:
-    """The text on standard input as one document "-" (compare and query read text there, not paths), or None
-    for binary data."""
-    raw = (stdin if stdin is not None else sys.stdin.buffer).read()
-    decoded = decode(raw)
-    return None if decoded is None else Document("-", decoded[0], len(raw), 0, "", decoded[1])
-
-
-def content_hashes(item: Item, params: SourceParams) -> Iterator[tuple[str, str]]:
-    """(id, sha) of each document of an item, as read_documents would give them, without decoding files: how an
-    index recognises an unchanged or renamed document before shingling it. Unreadable items give nothing."""
-    if item.kind == "jsonl":
-        for doc in _read_jsonl(item, item.path, dataclasses.replace(params, strict=False), {}):
-            yield doc.id, doc.sha
-        return
-    digest = hashlib.blake2b(digest_size=16)
-    try:
-        with open(item.path, "rb") as f:
-            for block in iter(lambda: f.read(BLOCK_BYTES), b""):
-                digest.update(block)
-    except OSError:
-        return
-    yield item.id, digest.hexdigest()
-
-
-def _read_file(path: str, size: int) -> bytes:
-    """The whole file, in as few system calls as the listed size allows: open, read, close (open(...).read()
-    also makes two fstat, an ioctl, two lseek and a second read per file: 8 calls instead of 3, a fifth of the
-    reading time for 20,000 small files). Reads on until end of file if the file grew since it was listed."""
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
-    try:
-        data = os.read(fd, size + 1)
-        if len(data) <= size:  # a short read of a regular file is its end
-            return data
-        chunks = [data]
-        while chunk := os.read(fd, 1 << 20):
-            chunks.append(chunk)
-        return b"".join(chunks)
-    finally:
-        os.close(fd)
-
-
-def _streamed(item: Item, path: str) -> Document:
-    doc = Document(item.id, None, 0, item.mtime_ns, "", False)
-
-    def pieces() -> Iterator[str]:
-        digest = hashlib.blake2b(digest_size=16)
-        with open(path, "rb") as f:
-            head = f.read(4)
-            encoding = next((enc for bom, enc in BOMS if head.startswith(bom)), None)
-            skip = next((len(bom) for bom, enc in BOMS if head.startswith(bom)), 0)
-            decoder = codecs.getincrementaldecoder(encoding or "utf-8")("replace")
-            f.seek(0)
-            carry, first = "", True
-            while True:
-                block = f.read(BLOCK_BYTES)
-                digest.update(block)
-                doc.size += len(block)
-                if encoding is None and b"\0" in block:
-                    raise BinaryFile(item.id)
-                text = carry + decoder.decode(block[skip:] if first else block, final=not block)
-                first = False
-                doc.replaced = doc.replaced or "\ufffd" in text
-                cut = max(text.rfind(c) for c in " \n\t\r") + 1 if block else len(text)
-                if cut == 0 and len(text) > 8 * BLOCK_BYTES:  # 8 MB without a blank: cut anyway, memory first,
-                    # after the last non-word character (no word is cut), else inside the one word the text is
-                    # (the word shingler carries it over: stages._streamed_shingles)
-                    cut = len(text) - WORD_RUN.match(text[::-1]).end() or len(text)  # type: ignore[union-attr]  # \w*
-                carry, text = text[cut:], text[:cut]
-                if text:
-                    yield text
-                if not block:
-                    break
-        doc.sha = digest.hexdigest()
-
-    doc.pieces = pieces()
-    return doc
-
-
-def count_binary(problems: dict, doc_id: str) -> None:
-    """Count a binary file, and name it: an index remembers it so as not to open it again while it is unchanged."""
-    problems["binary"] = problems.get("binary", 0) + 1
-    problems.setdefault("binary_ids", []).append(doc_id)
-
-
-def _problem(problems: dict, kind: str, message: str) -> None:
-    problems[kind] = problems.get(kind, 0) + 1
-    problems.setdefault("messages", []).append(message)
-
-
-def _read_jsonl(item: Item, path: str, params: SourceParams, problems: dict) -> Iterator[Document]:
-    with open(path, "rb") as f:
-        f.seek(item.start)
-        block = f.read(item.end - item.start)
-    for number, line in enumerate(block.splitlines(), start=item.first_line):
-        if not line.strip():
-            continue
-        where = f"{item.id.rsplit(':', 1)[0]}:{number}"
-        try:
-            record = json.loads(line)
-            if not isinstance(record, dict):
-                raise ValueError("not a JSON object")
-        except ValueError as e:
-            yield from _bad_line(problems, params, f"{where}: not a JSON object ({str(e).splitlines()[0]})")
-            continue
-        doc_id, text = record.get(params.id_field), record.get(params.text_field)
-        if doc_id is None or isinstance(doc_id, (dict, list)):
-            yield from _bad_line(problems, params, f"{where}: no usable id field {params.id_field!r}")
-            continue
-        if not isinstance(text, str):
-            what = "no" if text is None else "a non-string"
-            yield from _bad_line(problems, params, f"{where}: {what} text field {params.text_field!r}")
-            continue
-        raw = text.encode("utf-8", "surrogatepass")
-        yield Document(str(doc_id), text, len(raw), item.mtime_ns, hashlib.blake2b(raw, digest_size=16).hexdigest(),
-                       False)
-
-
-def first_record_fields(item: Item) -> list[str] | None:
-    """The fields of the first JSON object in a JSONL item (what an error names when a field given is not
-    there), or None if it has none."""
-    try:
-        with open(item.path, "rb") as f:
-            f.seek(item.start)
-            block = f.read(item.end - item.start)
-    except OSError:
-        return None
-    for line in block.splitlines():
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(record, dict):
-            return list(record)
-    return None
-
-
-def _bad_line(problems: dict, params: SourceParams, message: str):
-    if params.strict:
-        raise InputError(message + " (remove --strict to skip such lines)")
-    _problem(problems, "bad_lines", message)
-    return iter(())
-
-
-# ----------------------------------------------------------------------------------------------------- text
-
-@functools.cache
-def _punctuation_table() -> dict[int, None]:
-    return {cp: None for cp in range(0x110000) if unicodedata.category(chr(cp)).startswith("P")}
-
-
-def normalise(text: str, params: ShingleParams, first: bool = True, last: bool = True) -> str:
-    """NFKC, case folding, optional removal of Unicode punctuation (categories P*), then whitespace runs to one
-    blank (or removed entirely with whitespace="remove"). Word tokens do not depend on the whitespace rule.
-    first/last: whether this piece starts/ends the document (only its ends are stripped of blanks)."""
-    text = unicodedata.normalize("NFKC", text).casefold()
-    if params.strip_punct:
-        text = text.translate(_punctuation_table())
-    if params.unit == "char":
-        if params.whitespace == "remove":
-            return SPACE.sub("", text)
-        text = SPACE.sub(" ", text)
-        text = text.lstrip(" ") if first else text
-        text = text.rstrip(" ") if last else text
-    return text
-
-
-def read_pairs(path: str, threshold: float | None, header: dict | None = None) -> list[dict]:
-    """Pairs saved by nearDup (`--format jsonl` output, or a work dir's verify/KEY.pairs.jsonl), at or above threshold,
-    sorted as nearDup prints them. header: filled with the params of the output's header record, if it has one."""
-    pairs = []
-    try:
-        with open(path, encoding="utf-8", errors="surrogateescape") as f:
-            for number, line in enumerate(f, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    record = json.loads(line)
-                    if record.get("type", "pair") != "pair":
-                        if record.get("type") == "header" and header is not None:
-                            header.update(record.get("params") or {})
-                        continue
-                    pair = {"a": record["a"], "b": record["b"], "jaccard": float(record["jaccard"]),
-                            "estimate": float(record.get("estimate", record["jaccard"])),
-                            "intersection": int(record.get("intersection", 0)), "union": int(record.get("union", 0))}
-                except (ValueError, KeyError, TypeError, AttributeError):
-                    raise InputError(f"{path}:{number}: not a nearDup pair record (a, b, jaccard)") from None
-                if threshold is None or pair["jaccard"] >= threshold:
-                    pairs.append(pair)
-    except FileNotFoundError:
-        raise InputError(f"{path}: no such file") from None
-    except OSError as e:
-        raise InputError(f"{path}: cannot read ({e.strerror})") from None
-    pairs.sort(key=lambda p: (-p["jaccard"], p["a"], p["b"]))
-    return pairs

@@ -12,14 +12,12 @@ import math
 import os
 import sys
 import traceback
-from collections.abc import Callable
 
 import click
 from click.core import ParameterSource
 
-from . import __version__, actions, admin, cache, corpus, settings, stages
-from . import engine as engine_module
-from .config import (
+from .. import __version__, pipeline
+from ..config import (
     DEFAULT_THRESHOLD,
     METHODS,
     UNITS,
@@ -31,19 +29,31 @@ from .config import (
     VerifyParams,
     default_jobs,
 )
-from .engine import make_engine
-from .errors import InputError, NearDupError
-from .groups import DEFAULT_RULES, RULES, KeeperRules, replay_groups
-from .kernels import lsh
-from .output import FORMATS, SELECTIONS, Printer, human_size, plural, text_stream
-from .store import STAGES, WorkDir
+from ..engine import local as local_engine
+from ..engine import make_engine
+from ..errors import InputError, NearDupError
+from ..kernels import lsh
+from ..pipeline.band import choose_bands, describe_bands
+from ..pipeline.driver import Runner
+from ..pipeline.groups import DEFAULT_RULES, RULES, KeeperRules
+from ..pipeline.index import check_fixed_parameters, check_query_parameters, mark_reported
+from ..pipeline.results import inherited_threshold, resolved_params
+from ..pipeline.shingle import shingle_content
+from ..report.pairs import read_pairs
+from ..report.printer import FORMATS, SELECTIONS, Printer, plural, text_stream
+from ..report.results import JSONL_SCRIPT, PATH_LISTS, Results, summary_line
+from ..report.script import ACTIONS, make_script
+from ..store.cache import absolute, default_workdir, record_use
+from ..store.workdir import STAGES, WorkDir
+from ..text.read import STREAM_BYTES
+from .admin import COMMANDS, evict
+from .settings import given, load
 
 SHINGLE_DEFAULTS = ShingleParams()
 SIGNATURE_DEFAULTS = SignatureParams()
 SOURCE_DEFAULTS = SourceParams()
 
 
-# ---------------------------------------------------------------------------------------------- click plumbing
 
 class StageCommand(click.Command):
     """A chained subcommand that takes its options anywhere among its arguments and stops at the next stage.
@@ -184,7 +194,7 @@ class App:
     wait_lock: float = 0.0
     progress: bool | None = None
     debug: bool = False
-    runner: stages.Runner | None = None
+    runner: Runner | None = None
     # what to print, and how
     select: str | None = None
     fmt: str | None = None
@@ -222,7 +232,7 @@ class App:
             self.given = params
             _ACTIVE.append(self)
 
-    def open(self, default: str | None = None, command: str = "") -> stages.Runner:
+    def open(self, default: str | None = None, command: str = "") -> Runner:
         if self.runner is None:
             path = self.workdir or default
             if path is None:
@@ -243,7 +253,7 @@ class App:
             progress = self.progress if self.progress is not None else sys.stderr.isatty() and not self.quiet
             engine = make_engine(self.jobs, progress, self.scheduler, self.scheduler_file, work.root, log)
             click.get_current_context().find_root().call_on_close(engine.close)
-            self.runner = stages.Runner(work, engine, log)
+            self.runner = Runner(work, engine, log)
             ctx = click.get_current_context()
             self.start_output({k: v for k, v in ctx.params.items()  # where and how work is done never shows
                                if v not in (None, (), False) and k not in ("partition_docs", "index", "rebuild")})
@@ -252,11 +262,6 @@ class App:
 
 def _log(message: str) -> None:
     click.echo(message, err=True)
-
-
-PATH_LISTS = ("dupes", "keepers", "uniques")
-JSONL_SCRIPT = ("--print script acts on files, and JSONL records are not files: there is nothing to act on; use "
-                "--print dupes or --groups --format jsonl to list the duplicate records")
 
 
 def _check_output(app: App) -> None:
@@ -426,7 +431,7 @@ cluster_options = _options(
                                                    "unless placed in --keep)."),
 )
 script_options = _options(
-    click.option("--action", type=click.Choice(actions.ACTIONS), callback=_setter("action"), expose_value=False,
+    click.option("--action", type=click.Choice(ACTIONS), callback=_setter("action"), expose_value=False,
                  help="What the script does to each duplicate: remove, move (to --quarantine), or link (replace "
                       "by a hard link to its keeper) [default: remove]."),
     click.option("--quarantine", type=click.Path(file_okay=False), callback=_quarantine,
@@ -447,49 +452,6 @@ def _cluster_params(link, keep, prefer) -> ClusterParams:
     rules = KeeperRules.parse(keep, prefer)
     return ClusterParams(link, rules.order, rules.prefer)
 
-
-@dataclasses.dataclass
-class Results:
-    """What can be printed: the verified pairs, and (computed only when asked) the groups and the documents."""
-
-    pairs: list[dict] | stages.StoredPairs  # stored pairs are read as they are printed
-    groups: Callable[[], list[dict]]
-    docs: Callable[[], list[dict]]
-    soft_errors: int = 0
-    params: dict = dataclasses.field(default_factory=dict)  # every parameter the results were made with
-    size_of: Callable[[dict], int] = lambda member: 0  # a group member's size in bytes
-
-    @classmethod
-    def of_workdir(cls, runner: stages.Runner, last: str, new_only: bool = False) -> Results:
-        """The stored results; new_only: only the pairs and groups that involve a document added or changed
-        since the last report (and those documents)."""
-        work = runner.work
-        new = stages.new_documents(work) if new_only else None
-
-        def involved(ids) -> bool:
-            return new is None or any(i in new for i in ids)
-
-        pairs = stages.StoredPairs(work, None if new is None else lambda p: involved((p["a"], p["b"])))
-        sizes = stages.load_docs(work).catalog["size"]
-        return cls(pairs, lambda: [g for g in stages.clusters(work) if involved(m["id"] for m in g["members"])],
-                   lambda: [d for d in stages.load_docs(work).live() if involved((d["id"],))], runner.soft_errors,
-                   stages.resolved_params(work, last), lambda member: int(sizes[member["doc"]]))
-
-
-    @classmethod
-    def of_replay(cls, saved: list[dict], threshold: float, params: ClusterParams, references) -> Results:
-        cache: dict = {}
-
-        def grouped() -> dict:  # computed once, and only if something needs groups
-            if not cache:
-                rules = KeeperRules(params.keep, params.prefer)
-                cache["groups"], cache["docs"] = replay_groups(saved, threshold, rules, params.link, references)
-            return cache
-
-        pairs = [p for p in saved if p["jaccard"] >= threshold]
-        return cls(pairs, lambda: grouped()["groups"], lambda: grouped()["docs"],
-                   params={"threshold": threshold, **dataclasses.asdict(params)},
-                   size_of=lambda member: grouped()["docs"][member["doc"]]["size"])
 
 
 def _report(app: App, results: Results) -> int:
@@ -520,7 +482,7 @@ def _report(app: App, results: Results) -> int:
                 printer.groups(groups)
             elif select == "script":
                 docs = {d["id"]: d for d in results.docs()}
-                printer.text(actions.make_script(groups, docs, app.action, app.quarantine))
+                printer.text(make_script(groups, docs, app.action, app.quarantine))
             elif select == "uniques":
                 grouped = {m["id"] for g in all_groups for m in g["members"]}
                 printer.paths([d["id"] for d in results.docs() if d["id"] not in grouped], "unique")
@@ -531,30 +493,17 @@ def _report(app: App, results: Results) -> int:
         printer.stream.flush()
     app.finished = True
     if not app.quiet:
-        _log("summary: " + _summary(pairs, groups, results.size_of))
+        _log("summary: " + summary_line(pairs, groups, results.size_of))
     if results.soft_errors:
         return 2
     return 1 if app.exit_code and (groups if groups is not None else pairs) else 0
 
 
-def _summary(pairs: list[dict] | stages.StoredPairs, groups: list[dict] | None, size_of: Callable[[dict], int]) -> str:
-    """The last line on stderr, like `fdupes -m`: how many groups and duplicates, and the bytes the duplicates
-    take (what removing them would free); without groups, how many pairs among how many documents."""
-    if groups is None:
-        documents = len({p["a"] for p in pairs} | {p["b"] for p in pairs})
-        return f"{plural(len(pairs), 'pair')} among {plural(documents, 'document')}"
-    dupes = [m for g in groups for m in g["members"] if m["role"] == "duplicate"]
-    size = sum(size_of(m) for m in dupes)
-    return (f"{plural(len(groups), 'group')}, {plural(len(dupes), 'duplicate')}, {plural(size, 'byte')} "
-            f"({human_size(size)}) in duplicates")
-
-
-# ---------------------------------------------------------------------------------------------- commands
 
 @click.group(cls=NearDupGroup, chain=True,
              context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
 @click.option("--config", type=click.Path(dir_okay=False), envvar="NEARDUP_CONFIG", is_eager=True,
-              expose_value=False, callback=settings.load,
+              expose_value=False, callback=load,
               help="Option defaults from this TOML file [default: $XDG_CONFIG_HOME/neardup/config.toml, if it exists]; "
                    "the environment (NEARDUP_THRESHOLD=0.9) overrides it, the command line both.")
 @common_options
@@ -588,10 +537,10 @@ def _finish(ctx, results):
         code = _report(app, Results.of_workdir(app.runner, app.last, app.new_only))
     except BrokenPipeError as e:  # the reader chose to stop reading (`| head -50 | mail`): the results count as
         closed = e                # reported, and the index keeps this run's work
-    stages.mark_reported(app.runner.work)
+    mark_reported(app.runner.work)
     app.runner.work.commit()
     if app.cached:
-        admin.evict(ctx, app.runner.work.root, app.runner.log)
+        evict(ctx, app.runner.work.root, app.runner.log)
     if closed is not None:
         raise closed
     return code
@@ -608,7 +557,7 @@ def shingle(ctx, paths, unit, k, whitespace, strip_punct, references, **source):
     """Read documents (files, folders, - for a path list on stdin, or JSONL) into sets of hashed k-shingles."""
     app = _app(ctx)
     runner = app.open(command="shingle")
-    stages.shingle(runner, list(paths), _source(null=app.null, **source),
+    pipeline.shingle.run(runner, list(paths), _source(null=app.null, **source),
                    ShingleParams(unit, k, whitespace, strip_punct), references=references)
 
 
@@ -618,7 +567,7 @@ def shingle(ctx, paths, unit, k, whitespace, strip_punct, references, **source):
 @click.pass_context
 def signature(ctx, num_perm, seed, minhash):
     """MinHash signatures of the shingle sets."""
-    stages.signature(_app(ctx).open(command="signature"), SignatureParams(num_perm, seed, minhash))
+    pipeline.signature.run(_app(ctx).open(command="signature"), SignatureParams(num_perm, seed, minhash))
 
 
 @cli.command()
@@ -627,7 +576,7 @@ def signature(ctx, num_perm, seed, minhash):
 @click.pass_context
 def band(ctx, threshold, bands, rows):
     """LSH band keys: b bands of r rows, chosen from --threshold or given."""
-    stages.band(_app(ctx).open(command="band"), threshold, bands, rows)
+    pipeline.band.run(_app(ctx).open(command="band"), threshold, bands, rows)
 
 
 @cli.command()
@@ -636,7 +585,7 @@ def band(ctx, threshold, bands, rows):
 @click.pass_context
 def candidates(ctx, max_bucket, min_shingles, min_size):
     """Pairs of documents sharing a bucket in at least one band."""
-    stages.candidates(_app(ctx).open(command="candidates"), CandidateParams(max_bucket, min_shingles, min_size))
+    pipeline.candidates.run(_app(ctx).open(command="candidates"), CandidateParams(max_bucket, min_shingles, min_size))
 
 
 @cli.command()
@@ -647,7 +596,7 @@ def verify(ctx, threshold):
     """Exact Jaccard of each candidate pair; print those >= --threshold."""
     app = _app(ctx)
     runner = app.open(command="verify")
-    stages.verify(runner, VerifyParams(stages.inherited_threshold(runner.work, threshold)))
+    pipeline.verify.run(runner, VerifyParams(inherited_threshold(runner.work, threshold)))
     app.last = "verify"
 
 
@@ -658,7 +607,7 @@ def verify(ctx, threshold):
 def cluster(ctx, link, keep, prefer):
     """Duplicate groups from the verified pairs, each with a keeper chosen by --keep rules; print them."""
     app = _app(ctx)
-    stages.cluster(app.open(command="cluster"), _cluster_params(link, keep, prefer))
+    pipeline.cluster.run(app.open(command="cluster"), _cluster_params(link, keep, prefer))
     app.last = "cluster"
 
 
@@ -694,7 +643,7 @@ def run(ctx, paths, unit, k, whitespace, strip_punct, num_perm, seed, minhash, t
             raise click.UsageError("give either -w/--workdir or --index, not both")
         app.workdir, app.index = index, True
     app.new_only = new_only
-    if groups and not settings.given(ctx, "select"):  # --groups wins over a --print from the config or environment
+    if groups and not given(ctx, "select"):  # --groups wins over a --print from the config or environment
         app.select = "groups"
     elif app.fmt == "fdupes" and app.select is None:  # fdupes prints groups, as fdupes does
         app.select = "groups"
@@ -703,7 +652,7 @@ def run(ctx, paths, unit, k, whitespace, strip_punct, num_perm, seed, minhash, t
         if paths:
             raise click.UsageError("--replay reads saved pairs: give no PATH")
         header: dict = {}
-        saved = corpus.read_pairs(replay, None, header)
+        saved = read_pairs(replay, None, header)
         lowest = min((p["jaccard"] for p in saved), default=None)
         t = threshold if threshold is not None else lowest if lowest is not None else DEFAULT_THRESHOLD
         floor = header.get("threshold", lowest)
@@ -724,27 +673,27 @@ def run(ctx, paths, unit, k, whitespace, strip_punct, num_perm, seed, minhash, t
         if path != "-" and not os.path.exists(path):
             raise NearDupError(f"{path}: no such file or directory")
     if bands or rows:  # too many for num_perm: said before a cache work dir is made
-        stages.choose_bands(num_perm, threshold, bands, rows)
-    runner = app.open(stages.default_workdir(list(paths), source_params, shingle_params), "run")
+        choose_bands(num_perm, threshold, bands, rows)
+    runner = app.open(default_workdir(list(paths), source_params, shingle_params), "run")
     if app.workdir is None:
         runner.log(f"work dir: {runner.work.root}")
-        cache.record_use(runner.work.root, cache.absolute(paths))
+        record_use(runner.work.root, absolute(paths))
         app.cached = True
     signature_params = SignatureParams(num_perm, seed, minhash)
-    band_params = stages.choose_bands(num_perm, threshold, bands, rows, runner.work)
+    band_params = choose_bands(num_perm, threshold, bands, rows, runner.work)
     if not rebuild:
-        stages.check_fixed_parameters(runner.work, {
-            "shingle": stages.shingle_content(shingle_params, source_params),
+        check_fixed_parameters(runner.work, {
+            "shingle": shingle_content(shingle_params, source_params),
             "signature": dataclasses.asdict(signature_params), "band": dataclasses.asdict(band_params)})
-    stages.shingle(runner, list(paths), source_params, shingle_params, references=references, rebuild=rebuild,
+    pipeline.shingle.run(runner, list(paths), source_params, shingle_params, references=references, rebuild=rebuild,
                    then=(signature_params, band_params))
-    stages.signature(runner, signature_params)
-    stages.band(runner, threshold, bands, rows)
-    stages.candidates(runner, CandidateParams(max_bucket, min_shingles, min_size))
-    stages.verify(runner, VerifyParams(stages.inherited_threshold(runner.work, threshold)))
+    pipeline.signature.run(runner, signature_params)
+    pipeline.band.run(runner, threshold, bands, rows)
+    pipeline.candidates.run(runner, CandidateParams(max_bucket, min_shingles, min_size))
+    pipeline.verify.run(runner, VerifyParams(inherited_threshold(runner.work, threshold)))
     app.last = "verify"
     if (app.select or "pairs") != "pairs" or app.reference_only:
-        stages.cluster(runner, cluster_params)
+        pipeline.cluster.run(runner, cluster_params)
         app.last = "cluster"
 
 
@@ -781,7 +730,7 @@ def compare(ctx, a, b, unit, k, whitespace, strip_punct, threshold, explain):
     _refuse_common(ctx, "compare", COMPARE_IGNORES)
     threshold = threshold if threshold is not None else DEFAULT_THRESHOLD
     # "-": the text on stdin
-    result = actions.compare(a, b, ShingleParams(unit, k, whitespace, strip_punct), explain and not app.quiet)
+    result = pipeline.compare.run(a, b, ShingleParams(unit, k, whitespace, strip_punct), explain and not app.quiet)
     if not app.quiet:
         lines = [f"jaccard\t{result['jaccard']:.4f}",
                  f"containment\t{result['containment_a_in_b']:.4f}\t(A in B)",
@@ -799,7 +748,7 @@ def _explain(app: App, result: dict, unit: str) -> None:
 
     tokens, sep = result["tokens_a"], " " if unit == "word" else ""
     if tokens is None:  # streamed: its tokens are never all in memory
-        _log(f"--explain: {result['a']} is larger than {corpus.STREAM_BYTES >> 20} MB; its shared passages are shown "
+        _log(f"--explain: {result['a']} is larger than {STREAM_BYTES >> 20} MB; its shared passages are shown "
              f"for smaller files only")
         return
     text, position = Text(), 0
@@ -841,9 +790,9 @@ def query(ctx, paths, index, threshold, **fixed):
     work = WorkDir(index, create=False)
     work.lock(app.wait_lock, shared=True)  # waits only for a run writing the index
     ctx.find_root().call_on_close(work.release)
-    stages.check_query_parameters(work, {name: value for name, value in fixed.items()
+    check_query_parameters(work, {name: value for name, value in fixed.items()
                                          if ctx.get_parameter_source(name) not in (None, ParameterSource.DEFAULT)})
-    pairs, problems = stages.query(work, list(paths), None, threshold)
+    pairs, problems = pipeline.query.run(work, list(paths), None, threshold)
     for message in problems.get("messages", []):
         _log(f"warning: {message}")
     if problems.get("queried") == 0:  # as run: a query whose every input is unusable is an error
@@ -852,7 +801,7 @@ def query(ctx, paths, index, threshold, **fixed):
     app.last = "verify"
     app.start_output({k: v for k, v in ctx.params.items() if v not in (None, (), False) and k != "index"})
     soft = problems.get("unreadable", 0) + problems.get("vanished", 0)
-    resolved = {**stages.resolved_params(work, "band"), "threshold": stages.inherited_threshold(work, threshold)}
+    resolved = {**resolved_params(work, "band"), "threshold": inherited_threshold(work, threshold)}
     ctx.exit(_report(app, Results(pairs, list, list, soft, resolved)))
 
 
@@ -861,12 +810,12 @@ def query(ctx, paths, index, threshold, **fixed):
 @click.option("--num-perm", type=click.IntRange(1, 8192), default=SIGNATURE_DEFAULTS.num_perm, show_default=True)
 def tune(threshold, bands, rows, num_perm):
     """Show the bands and rows chosen for a threshold, and the S-curve P(s) = 1 - (1 - s^r)^b behind them."""
-    params = stages.choose_bands(num_perm, threshold, bands, rows)
+    params = choose_bands(num_perm, threshold, bands, rows)
     b, r = params.bands, params.rows
     t = params.threshold
     lines = [f"num_perm {num_perm}: b = {plural(b, 'band')} x r = {plural(r, 'row')}"
              + (f", chosen for threshold {t}" if t else "")]
-    lines.append(stages.describe_bands(params, num_perm))
+    lines.append(describe_bands(params, num_perm))
     if t:
         fp, fn = lsh.error_areas(min(t, 0.99), [b], [r])
         lines.append(f"false-positive area (s < {t}) {fp[0]:.4f}; false-negative area (s >= {t}) {fn[0]:.4f}")
@@ -895,7 +844,7 @@ def inspect(ctx, paths, unit, k, whitespace, strip_punct, **source):
     if app.workdir and paths:
         raise click.UsageError("give either -w/--workdir or the PATHs `run` was given, not both")
     if paths:
-        found = stages.default_workdir(list(paths), _source(null=app.null, **source),
+        found = default_workdir(list(paths), _source(null=app.null, **source),
                                        ShingleParams(unit, k, whitespace, strip_punct))
         if not os.path.isdir(found):
             raise click.UsageError(f"no cache work dir for {' '.join(paths)} with these options (looked for "
@@ -932,14 +881,14 @@ def inspect(ctx, paths, unit, k, whitespace, strip_punct, **source):
         previous = record
 
 
-for _command in admin.COMMANDS:
+for _command in COMMANDS:
     cli.add_command(_command)
 
 
 def main() -> None:
     """The `neardup` program (not a library or test call: they keep their interpreter)."""
     code = cli.main(prog_name="neardup", standalone_mode=False)
-    if engine_module.TORN_DOWN:  # see engine.TORN_DOWN: the work is committed or resumable, so skip the shutdown
+    if local_engine.TORN_DOWN:  # see engine.local.TORN_DOWN: the work is committed or resumable, so skip the shutdown
         printers = [app.printer.stream for app in _ACTIVE if app.printer is not None]
         for stream in (*printers, sys.stdout, sys.stderr):
             with contextlib.suppress(Exception):

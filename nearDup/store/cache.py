@@ -18,9 +18,19 @@ import shutil
 import time
 from pathlib import Path
 
-from .errors import WorkDirError
-from .store import CACHE_USE as USE_FILE
-from .store import MANIFEST, atomic_file
+from ..config import (
+    ShingleParams,
+    SourceParams,
+    digest,
+)
+from ..errors import WorkDirError
+from .workdir import CACHE_USE as USE_FILE
+from .workdir import MANIFEST, atomic_file
+
+
+def default_workdir(args: list[str], source: SourceParams, params: ShingleParams) -> str:
+    """A work dir under the user's cache directory, keyed by the resolved inputs and the shingle parameters."""
+    return os.path.join(cache_root(), digest(absolute(args), source, params)[:16])
 
 DEFAULT_MAX_SIZE = 2 * 10**9  # bytes: a few hundred runs on folders of documentation
 

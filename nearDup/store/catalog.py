@@ -12,15 +12,16 @@ import hashlib
 
 import numpy as np
 
-from . import corpus
-from .config import SourceParams
+from ..config import SourceParams
+from ..text.inputs import Item
+from ..text.read import content_hashes
 
 TEXT = ("id", "sha", "item")
 SHARD_NUMBERS = ("size", "mtime_ns", "inode", "shingles", "replaced")  # what a shard knows of its documents
 NUMBERS = (*SHARD_NUMBERS, "added", "live")  # what the catalog adds: the run a document came in, liveness
 
 
-def item_digest(item: corpus.Item) -> str:
+def item_digest(item: Item) -> str:
     """What a catalog row keeps of the item it came from: for a JSONL range, a short digest of its fingerprint
     (path, size, mtime, inode, byte range), how it is known unchanged without reading it; nothing for a file,
     which is matched by its id, size, mtime and inode columns."""
@@ -174,12 +175,12 @@ class Plan:
     into new shards (with the ids wanted of each JSONL range, None for all)."""
 
     catalog: Catalog
-    todo: list[tuple[corpus.Item, frozenset | None]]
+    todo: list[tuple[Item, frozenset | None]]
     renamed: int = 0
     removed: int = 0
 
 
-def plan(stored: Catalog, items: list[corpus.Item], source: SourceParams) -> Plan:
+def plan(stored: Catalog, items: list[Item], source: SourceParams) -> Plan:
     """Match the listed items against the stored rows.
 
     A file whose id, size, mtime and inode are unchanged keeps its row (a JSONL range: its fingerprint digest).
@@ -214,14 +215,14 @@ def plan(stored: Catalog, items: list[corpus.Item], source: SourceParams) -> Pla
                 changed.append(item)
     released = np.flatnonzero(was_live & ~live).tolist()
     result = Plan(stored, [])
-    found: list[tuple[corpus.Item, str, str]] = []  # (item, id, sha) of the documents of changed items
+    found: list[tuple[Item, str, str]] = []  # (item, id, sha) of the documents of changed items
     wanted: dict[str, set] = {}  # ids still to read, per item read for hashes
     if released:
         released_sizes = {sizes[n] for n in released}
         released_ids = {ids[n]: n for n in released}
         for item in changed:
             if item.kind == "jsonl" or item.id in released_ids or item.size in released_sizes:
-                found.extend((item, doc_id, sha) for doc_id, sha in corpus.content_hashes(item, source))
+                found.extend((item, doc_id, sha) for doc_id, sha in content_hashes(item, source))
         by_sha: dict[str, list[int]] = {}
         for n in released:
             by_sha.setdefault(stored["sha"][n], []).append(n)
@@ -263,7 +264,7 @@ def plan(stored: Catalog, items: list[corpus.Item], source: SourceParams) -> Pla
 Binary = dict[str, tuple[int, int, int]]
 
 
-def skip_known_binary(items: list[corpus.Item], known: Binary) -> tuple[list[corpus.Item], Binary]:
+def skip_known_binary(items: list[Item], known: Binary) -> tuple[list[Item], Binary]:
     """The items to plan: all but the files known to be binary and unchanged since (same id, size, mtime and
     inode); and the known ones still there. One dict lookup per item, and none without known binary files."""
     if not known:

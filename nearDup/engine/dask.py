@@ -1,0 +1,269 @@
+"""The Dask engine: the same tasks on the workers of a Dask cluster (an address, a scheduler file, or local:N).
+This is the only module that imports dask, and only when a --scheduler is given.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import time
+import uuid
+import warnings
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    pass
+from .. import __version__
+from ..config import FORMAT, default_jobs
+from ..errors import ClusterError, ParameterError
+from .progress import _progress_bar
+
+
+class DaskEngine:
+    """Runs tasks on a Dask cluster, through a distributed.Client.
+
+    Every task is submitted under its own fresh key (never cached across runs or stages), results come back in
+    task order, and the progress bar advances as futures complete. Dask re-runs the tasks of a lost worker on the
+    others (up to distributed.scheduler.allowed-failures times each); a task that fails for good stops the run with
+    a one-line error.
+    """
+
+    def __init__(self, client, address: str, progress: bool = False, cluster=None):
+        self.client, self.address, self.progress, self.cluster = client, address, progress, cluster
+
+    @classmethod
+    def connect(cls, scheduler: str | None, scheduler_file: str | None, progress: bool = False,
+                workdir: str | os.PathLike | None = None,
+                log: Callable[[str], None] = lambda message: None) -> DaskEngine:
+        """Connect to a running scheduler (tcp://HOST:PORT, or the address in a scheduler file), or start a
+        LocalCluster (local:N: N worker processes of one thread); then check the workers (see check)."""
+        option = "--scheduler" if scheduler is not None else "--scheduler-file"
+        try:
+            import dask
+            import distributed
+        except ImportError:
+            raise ParameterError(f"{option} needs the dask extra: pip install 'nearDup[dask]'") from None
+        timeout = dask.utils.parse_timedelta(dask.config.get("distributed.comm.timeouts.connect"), "s")
+        # Errors reach the user as nearDup's one line; Dask's own log lines (reconnecting, a worker restarted)
+        # belong in the scheduler's and workers' logs, not on the client's stderr.
+        logging.getLogger("distributed").setLevel(logging.CRITICAL)
+        cluster = None
+        if scheduler is not None and (scheduler == "local" or scheduler.startswith("local:")):
+            workers = _local_workers(scheduler)
+            # Dask's nannies give workers MALLOC_TRIM_THRESHOLD_=65536, which makes glibc map and unmap every
+            # large numpy array: the shingle and signature kernels ran 1.4x and 2.4x slower. Not for our workers.
+            with dask.config.set({"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None}):
+                cluster = distributed.LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                                                   dashboard_address=":0", silence_logs=logging.CRITICAL)
+            address = cluster.scheduler_address
+        elif scheduler is not None:
+            address = _checked_address(scheduler)
+        else:
+            assert scheduler_file is not None  # make_engine gives one of the two
+            address = _read_scheduler_file(scheduler_file, timeout)
+        try:
+            client = distributed.Client(cluster if cluster is not None else address, timeout=timeout,
+                                        set_as_default=False)
+        except (OSError, TimeoutError) as e:
+            if cluster is not None:
+                cluster.close()
+            raise ClusterError(f"cannot connect to the Dask scheduler at {address} ({_one_line(e)}); start one "
+                               f"with `dask scheduler`, or check the address") from None
+        engine = cls(client, address, progress, cluster)
+        try:
+            engine.check(workdir, timeout, log)
+        except BaseException:
+            engine.close()
+            raise
+        return engine
+
+    def check(self, workdir: str | os.PathLike | None, timeout: float,
+              log: Callable[[str], None] = lambda message: None) -> None:
+        """Before any work: at least one worker; every worker imports this nearDup and sees the work dir at the
+        same absolute path; client, scheduler and workers run the same versions of Dask's packages."""
+        try:
+            self.client.wait_for_workers(1, timeout=timeout)
+        except (TimeoutError, OSError):
+            raise ClusterError(f"no Dask workers joined the scheduler at {self.address} within {timeout:g} s; start "
+                               f"some with `dask worker {self.address}`") from None
+        probe = None
+        if workdir is not None:  # a file only this run wrote: a worker that sees it sees the client's work dir
+            probe = Path(workdir).absolute() / f".worker-probe-{uuid.uuid4().hex}"
+            probe.write_text("")
+        try:
+            answers = self.client.run(_worker_facts, str(probe) if probe else None, on_error="return")
+        finally:
+            if probe is not None:
+                probe.unlink(missing_ok=True)
+        failed = [w for w, a in answers.items() if not isinstance(a, dict)]
+        if failed:
+            raise ClusterError(f"workers at {self.address} cannot import nearDup ({_one_line(answers[failed[0]])} "
+                               f"on {len(failed)} of {len(answers)} workers); install nearDup on every worker")
+        other = {w: a for w, a in answers.items() if (a["version"], a["format"]) != (__version__, FORMAT)}
+        if other:
+            w, a = next(iter(other.items()))
+            raise ClusterError(f"workers at {self.address} run nearDup {a['version']} (data format {a['format']}), "
+                               f"this is {__version__} (format {FORMAT}), e.g. {w}; install the same nearDup on "
+                               f"every worker")
+        blind = [w for w, a in answers.items() if probe is not None and not a["sees_workdir"]]
+        if blind:
+            assert workdir is not None  # only a work dir is probed
+            raise ClusterError(f"{len(blind)} of {len(answers)} workers at {self.address} cannot see the work dir "
+                               f"{Path(workdir).absolute()} (e.g. {blind[0]}); it must be on storage shared by "
+                               f"this machine and every worker, at the same path")
+        with warnings.catch_warnings():  # newer distributed only warns about mismatches; here they are an error
+            warnings.simplefilter("ignore")
+            try:
+                versions = self.client.get_versions(check=True)
+            except ValueError:  # older distributed raises on mismatches
+                versions = self.client.get_versions()
+        mismatched = _mismatches(versions)
+        if mismatched:
+            raise ClusterError(f"the Dask cluster at {self.address} runs other versions than this client: "
+                               f"{'; '.join(mismatched)}; install the same versions everywhere")
+        threads = sum(self.client.nthreads().values())
+        log(f"dask: {len(answers)} workers ({threads} threads) at {self.address}")
+        trimmed = [a["malloc_trim"] for a in answers.values() if a.get("malloc_trim")]
+        if trimmed:
+            log(f"warning: {len(trimmed)} of {len(answers)} workers run with MALLOC_TRIM_THRESHOLD_={trimmed[0]} "
+                f"(Dask's nanny sets it), which slows nearDup's kernels up to 2.4x; see `Running on a cluster` in "
+                f"nearDup's README")
+
+    def map(self, fn: Callable, tasks: Iterable, desc: str = "", sizes: Sequence[int] | None = None,
+            unit: str = "part", docs: Sequence[int] | None = None, nbytes: Sequence[int] | None = None) -> list:
+        """[fn(t) for t in tasks] on the cluster's workers; progress as in LocalEngine.map (a stream of tasks is
+        produced first, then submitted)."""
+        tasks = tasks if isinstance(tasks, Sequence) else list(tasks)
+        if not tasks:
+            return []
+        from distributed import as_completed
+
+        run = uuid.uuid4().hex[:12]  # fresh keys: a result is never taken from another run or stage
+        keys = [f"neardup-{desc or fn.__name__}-{i:06d}-{run}" for i in range(len(tasks))]
+        index = {key: i for i, key in enumerate(keys)}
+        bar = _progress_bar(self.progress, desc, sizes, unit, len(tasks), docs, nbytes)
+        with warnings.catch_warnings():  # the tasks are the data (each partition's list of files), by design
+            warnings.filterwarnings("ignore", message="Sending large graph")
+            futures = self.client.map(fn, tasks, key=keys, pure=False)
+        try:
+            for future in as_completed(futures, loop=self.client.loop):  # not the default client: we set none
+                if future.status != "finished":
+                    self._fail(future, desc or fn.__name__)
+                bar.done(index[future.key], future.result() if future.status == "finished" else None)
+            try:
+                return self.client.gather(futures)
+            except Exception:  # a finished result lost with its worker, and its re-run failed
+                for future in futures:
+                    if future.status != "finished":
+                        self._fail(future, desc or fn.__name__)
+                raise
+        finally:
+            bar.close()
+            with contextlib.suppress(Exception):  # forget them on the cluster (and stop the rest after a failure)
+                self.client.cancel(futures)
+
+    def _fail(self, future, stage: str) -> None:
+        """Raise the error of a future that did not finish, unless it finishes after all."""
+        if future.status == "cancelled":
+            raise ClusterError(f"{stage}: lost the Dask scheduler at {self.address}; run the same command again "
+                               f"to resume (finished partitions are kept)")
+        from distributed import KilledWorker
+
+        error = future.exception()  # waits: a result lost with its worker is being computed again
+        if error is None:  # and was
+            return
+        if isinstance(error, KilledWorker):
+            raise ClusterError(f"{stage}: a task was lost with {error.allowed_failures + 1} workers at "
+                               f"{self.address} in turn (out of memory, or a worker without nearDup?); see the "
+                               f"workers' logs, then run the same command again to resume (finished partitions are "
+                               f"kept)") from None
+        if isinstance(error, ImportError) and "nearDup" in str(error):
+            raise ClusterError(f"workers at {self.address} cannot import nearDup ({_one_line(error)}); install "
+                               f"nearDup on every worker") from None
+        raise error  # a NearDupError says what to do; anything else is a bug, as with the local engine
+
+    def finish(self) -> None:
+        """The run's work is done (the connection is closed with close())."""
+
+    def close(self) -> None:
+        """Disconnect; and stop the cluster if this engine started it (local:N)."""
+        with contextlib.suppress(Exception):
+            self.client.close()
+        if self.cluster is not None:
+            with contextlib.suppress(Exception):
+                self.cluster.close()
+
+
+def _worker_facts(probe: str | None) -> dict:
+    """Run on each worker by DaskEngine.check (unpickling it imports nearDup there)."""
+    return {"version": __version__, "format": FORMAT, "sees_workdir": probe is not None and os.path.exists(probe),
+            "malloc_trim": os.environ.get("MALLOC_TRIM_THRESHOLD_")}
+
+
+def _local_workers(scheduler: str) -> int:
+    count = scheduler.partition(":")[2]
+    if not count:
+        return default_jobs()
+    if not count.isdigit() or int(count) < 1:
+        raise ParameterError(f"--scheduler {scheduler}: local:N needs a number of workers N >= 1")
+    return int(count)
+
+
+def _checked_address(address: str) -> str:
+    """tcp://HOST:PORT (or another Dask protocol://...); a bare HOST:PORT means tcp."""
+    scheme, sep, rest = address.rpartition("://")
+    host, colon, port = (rest if sep else address).rpartition(":")
+    if not (host and colon and port.isdigit()) or (sep and not scheme.isalnum()):
+        raise ParameterError(f"--scheduler {address}: expected a scheduler address tcp://HOST:PORT, or local:N for "
+                             f"a local cluster of N workers")
+    return address if sep else f"tcp://{address}"
+
+
+def _read_scheduler_file(path: str, timeout: float) -> str:
+    """The address in a scheduler file (`dask scheduler --scheduler-file PATH`), waiting up to timeout seconds
+    for the scheduler to write it."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with open(path, encoding="utf-8") as f:
+                return json.load(f)["address"]
+        except FileNotFoundError:
+            problem = "no such file"
+        except (ValueError, KeyError, TypeError):
+            problem = "no scheduler address in it"
+        except OSError as e:
+            raise ClusterError(f"--scheduler-file {path}: cannot read ({e.strerror})") from None
+        if time.monotonic() >= deadline:
+            raise ClusterError(f"--scheduler-file {path}: {problem} after {timeout:g} s; start the scheduler with "
+                               f"`dask scheduler --scheduler-file {path}`")
+        time.sleep(0.1)
+
+
+def _mismatches(versions: dict) -> list[str]:
+    """'package: client X, scheduler Y, workers Z' for each package whose versions differ, by Dask's own rule
+    (distributed.versions.error_message: the scheduler counts only for the packages it uses)."""
+    from distributed.versions import scheduler_relevant_packages
+
+    client = versions["client"]["packages"]
+    scheduler = versions["scheduler"]["packages"]
+    workers = [w["packages"] for w in versions["workers"].values() if isinstance(w, dict)]
+    out = []
+    for name in sorted(set(client).union(scheduler, *workers)):
+        seen = {client.get(name, "missing"), *(w.get(name, "missing") for w in workers)}
+        if name in scheduler_relevant_packages:
+            seen.add(scheduler.get(name, "missing"))
+        if len(seen) > 1:
+            on_workers = "/".join(sorted({str(w.get(name, "missing")) for w in workers})) or "-"
+            out.append(f"{name}: client {client.get(name, 'missing')}, scheduler {scheduler.get(name, 'missing')}, "
+                       f"workers {on_workers}")
+    return out
+
+
+def _one_line(error) -> str:
+    """An error as one line: its type (unless plain Exception, which Client.run wraps remote errors in)
+    and message."""
+    text = " ".join(str(error).split())
+    return f"{type(error).__name__}: {text}" if type(error) not in (str, Exception) else text

@@ -1,0 +1,227 @@
+"""Stage 4, candidates: the pairs of documents that share a bucket in at least one band, from a band index that
+an incremental run updates instead of rebuilding.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import asdict
+from pathlib import Path
+
+import numpy as np
+
+from ..config import (
+    CandidateParams,
+)
+from ..errors import WorkDirError
+from ..kernels import lsh
+from ..report.printer import plural
+from ..store.catalog import Catalog
+from ..store.workdir import WorkDir
+from .driver import Runner, _absolute, _begin, _files, _resolved, _up_to_date, part_starts, require
+from .shingle import load_docs
+
+
+@dataclasses.dataclass(frozen=True)
+class BandTask:
+    """The candidate pairs of a few bands, and their band index (each band's keys sorted, with their documents)
+    written to `index` (keys .npy, docs .npy; shape (bands, documents)) for the next run and for `query`.
+
+    previous: (order .npy, keys .npy, docs .npy, documents then) of the last run's index of these bands. The task
+    then merges the new documents into that index and returns the change in candidate pairs (with counts -1 and
+    +1), computed over the touched buckets only: those holding a new, changed or deleted document, or too large."""
+
+    root: str
+    bands: tuple
+    order: str  # the .npy of the global numbers of the documents that can pair, in id order
+    shards: tuple
+    starts: tuple  # global number of each shard's first document
+    documents: int  # in all shards, live or dead
+    max_bucket: int
+    index: tuple
+    previous: tuple = ()
+    large_keys: tuple = ()  # per band, the keys (as int64) of the last run's large buckets
+
+    def __post_init__(self):
+        _absolute(self, "root", "order")
+        _resolved(self, index=tuple(os.path.join(os.getcwd(), p) for p in self.index),
+                  previous=tuple(os.path.join(os.getcwd(), p) if isinstance(p, str) else p for p in self.previous))
+
+
+BANDS_PER_TASK = 4  # each task reads every band shard once; fixed, so tasks never depend on --jobs
+
+
+def _band_keys(work: WorkDir, task: BandTask, first: int = 0) -> np.ndarray:
+    """The task's columns of band keys of every document numbered first or more (whole shards from there)."""
+    parts = [work.load_array(work.part("band", n, "npy"), "band", mmap=True)[:, list(task.bands)]
+             for n, start in zip(task.shards, task.starts) if start >= first]
+    return np.concatenate(parts) if parts else np.empty((0, len(task.bands)), np.uint64)
+
+
+def band_candidates(task: BandTask) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(distinct pairs of global numbers, their counts, large buckets (band, anchor, size, key)) of the task's
+    bands. A large bucket's anchor is its first document by id, however the shards were appended."""
+    work = WorkDir(task.root)
+    order = work.load_array(Path(task.order), "candidates")
+    rank = np.full(task.documents, -1, np.int64)
+    rank[order] = np.arange(len(order))
+    found, counts, large, index = [], [], [], []
+    if task.previous:
+        old_order_path, old_keys_path, old_docs_path, old_total = task.previous
+        old_order = work.load_array(Path(old_order_path), "candidates")
+        old_rank = np.full(old_total, -1, np.int64)
+        old_rank[old_order] = np.arange(len(old_order))
+        old_keys = work.load_array(Path(old_keys_path), "candidates")
+        old_docs = work.load_array(Path(old_docs_path), "candidates")
+        dead = rank[:old_total] < 0
+        new = np.sort(order[order >= old_total])
+        new_keys = _band_keys(work, task, old_total)[new - old_total]
+    else:
+        members = np.sort(order)
+        keys = _band_keys(work, task)[members]
+    for j, band in enumerate(task.bands):
+        if task.previous:
+            (sk, sn), lost, pairs, big = lsh.update_band(old_keys[j], old_docs[j], old_rank, task.large_keys[j],
+                                                         dead, new_keys[:, j], new, rank, task.max_bucket)
+            found += [lost, pairs]
+            counts += [np.full(len(lost), -1, np.int64), np.ones(len(pairs), np.int64)]
+        else:
+            sk, sn = lsh.band_index(np.ascontiguousarray(keys[:, j]), members)
+            pairs, big = lsh.bucket_pairs(sk, sn, task.max_bucket, rank)
+            found.append(pairs)
+            counts.append(np.ones(len(pairs), np.int64))
+        # merged band by band: copies of one text give the same pairs in every band, and all the bands' pairs at
+        # once (4 x 12.5M for 5,000 copies with a large --max-bucket) took gigabytes before they were merged
+        merged, summed = lsh.count_pairs(np.concatenate(found), np.concatenate(counts))
+        found, counts = [merged], [summed]
+        index.append((sk, sn))
+        large.append(np.concatenate([np.full((len(big), 1), band), big], axis=1))
+    work.save_array(Path(task.index[0]), np.stack([k for k, _ in index]))
+    work.save_array(Path(task.index[1]), np.stack([d for _, d in index]))
+    pairs, pair_counts = lsh.count_pairs(np.concatenate(found), np.concatenate(counts))
+    return pairs, pair_counts, np.concatenate(large).astype(np.int64)
+
+
+def pairable(catalog: Catalog, params: CandidateParams) -> np.ndarray:
+    """Which rows can pair: live, with at least one shingle (an empty set has no similarity) and at least
+    --min-shingles and --min-size (too short to say anything by being alike: stubs, licence headers)."""
+    return (catalog.live & (catalog["shingles"] >= max(params.min_shingles, 1))
+            & (catalog["size"] >= params.min_size))
+
+
+def pairing_order(catalog: Catalog, params: CandidateParams) -> np.ndarray:
+    """Global numbers of the documents that can pair (pairable), sorted by id (UTF-8 bytes sort in code point
+    order, as Python sorts str)."""
+    numbers = np.flatnonzero(pairable(catalog, params))
+    ids = catalog.id_bytes()[numbers]
+    if len(ids) > 1 and not (ids[1:] > ids[:-1]).all():  # appended shards: restore id order
+        numbers = numbers[np.argsort(ids, kind="stable")]
+    return numbers.astype(np.int64)
+
+
+def _index_files(bands: int) -> list[tuple[int, str, str]]:
+    """(first band, keys file, docs file) of each task's part of the band index."""
+    return [(lo, f"index-{lo:03d}.keys.npy", f"index-{lo:03d}.docs.npy") for lo in range(0, bands, BANDS_PER_TASK)]
+
+
+def _previous_candidates(work: WorkDir, basis: dict) -> dict | None:
+    """The last candidates record if this run can update its band index and pairs instead of starting again:
+    same signatures, bands and --max-bucket, and shards that are a prefix of today's (a global number still means
+    the same document), its files intact."""
+    record = work.read_manifest()["stages"].get("candidates")
+    if record is None or "basis" not in record or _up_to_date(work, "candidates", record["key"]) is None:
+        return None
+    old = record["basis"]
+    if any(old.get(f) != basis[f] for f in ("signature", "bands", "max_bucket", "min_shingles", "min_size")) or \
+            old["shards"] != basis["shards"][:len(old["shards"])]:
+        return None
+    return record
+
+
+def run(runner: Runner, params: CandidateParams) -> dict:
+    """Pairs of documents that share a bucket in at least one band. With the last run's band index (an index, or
+    a work dir run again after a change), only the buckets that a new, changed or deleted document touches are
+    looked at: the pairs of the others are the last run's."""
+    work = runner.work
+    upstream, key, record = _begin(runner, "candidates", params)
+    shingle_record = require(work, "shingle")
+    if record is not None:
+        runner.log(f"candidates: up to date ({plural(record['stats']['candidates'], 'pair')})")
+        return record
+    docs = load_docs(work, shingle_record)
+    order_path = work.output("candidates", "order.npy", key)
+    order = pairing_order(docs.catalog, params)
+    work.save_array(order_path, order)
+    small = int((docs.catalog.live & (docs.catalog["shingles"] > 0)).sum()) - len(order)  # (0: counted as short)
+    bands = upstream["params"]["bands"]
+    basis = {"signature": work.read_manifest()["stages"]["signature"]["params"], "bands": upstream["params"],
+             "max_bucket": params.max_bucket, "min_shingles": params.min_shingles, "min_size": params.min_size,
+             "shards": shingle_record["partitions"],
+             "documents": int(sum(shingle_record["docs"]))}
+    previous = _previous_candidates(work, basis)
+    if previous is not None:
+        old_large = work.load_jsonl(work.output("candidates", "large_buckets.jsonl", previous["key"]), "candidates")
+    files = _index_files(bands)
+    tasks = [BandTask(str(work.root), tuple(range(lo, min(lo + BANDS_PER_TASK, bands))), str(order_path),
+                      tuple(shingle_record["shards"]), tuple(part_starts(shingle_record).tolist()),
+                      basis["documents"], params.max_bucket,
+                      (str(work.output("candidates", k, key)), str(work.output("candidates", d, key))),
+                      previous=(str(work.output("candidates", "order.npy", previous["key"])),
+                                str(work.output("candidates", k, previous["key"])),
+                                str(work.output("candidates", d, previous["key"])),
+                                previous["basis"]["documents"]) if previous else (),
+                      large_keys=tuple(tuple(b["key"] for b in old_large if b["band"] == j)
+                                       for j in range(lo, min(lo + BANDS_PER_TASK, bands))) if previous else ())
+             for lo, k, d in files]
+    results = runner.engine.map(band_candidates, tasks, desc="candidates", sizes=[len(t.bands) for t in tasks],
+                                unit="band")
+    pairs, counts = np.empty((0, 2), np.int64), np.empty(0, np.int64)
+    found = [(p, c) for p, c, _ in results]
+    if previous is not None:
+        found.append((work.load_array(work.output("candidates", "pairs.npy", previous["key"]), "candidates"),
+                      work.load_array(work.output("candidates", "counts.npy", previous["key"]), "candidates")))
+    for more, more_counts in found:  # one task's pairs at a time, as in band_candidates
+        pairs, counts = lsh.count_pairs(np.concatenate([pairs, more]), np.concatenate([counts, more_counts]))
+    if (counts < 0).any():
+        raise WorkDirError(f"{work.root}: the stored candidate pairs do not match the band index; run again with "
+                           f"--rebuild (an index) or --force")
+    pairs, counts = pairs[counts > 0], counts[counts > 0]
+    large = sorted(({"band": int(j), "anchor": int(a), "size": int(n), "key": int(k)}
+                    for _, _, big in results for j, a, n, k in big.tolist()),
+                   key=lambda b: (b["band"], b["key"] % 2**64))
+    work.save_array(work.output("candidates", "pairs.npy", key), pairs)
+    work.save_array(work.output("candidates", "counts.npy", key), counts)
+    work.save_jsonl(work.output("candidates", "large_buckets.jsonl", key), large)
+    record = {"key": key, "params": asdict(params), "upstream": upstream["key"], "basis": basis,
+              "files": _files(work, "candidates", key, "order.npy", "pairs.npy", "counts.npy", "large_buckets.jsonl",
+                              *(name for _, k, d in files for name in (k, d))),
+              "stats": {"candidates": int(len(pairs)), "large_buckets": len(large), "small": small}}
+    work.record_stage("candidates", record)
+    since = " (the last run's, updated where new, changed or deleted documents fall)" if previous else ""
+    runner.log(f"candidates: {plural(len(pairs), 'pair shares', 'pairs share')} a bucket in at least one band{since}"
+               + (f"; {plural(small, 'document')} under {_limits(params)} skipped (never paired)" if small else ""))
+    _warn_large_buckets(runner, large, params.max_bucket, docs, work.output("candidates", "large_buckets.jsonl", key))
+    return record
+
+
+def _limits(params: CandidateParams) -> str:
+    """The size filters in force, as options: '--min-shingles 20 or --min-size 100'."""
+    return " or ".join(f"--{name.replace('_', '-')} {value}" for name, value in
+                       (("min_shingles", params.min_shingles), ("min_size", params.min_size)) if value)
+
+
+def _warn_large_buckets(runner: Runner, large: list[dict], max_bucket: int, docs, listed: Path) -> None:
+    """One warning per anchor (one cause, such as a boilerplate page copied 10,000 times, makes a large bucket in
+    nearly every band), largest first, at most 10."""
+    by_anchor: dict[int, list[dict]] = {}
+    for bucket in large:
+        by_anchor.setdefault(bucket["anchor"], []).append(bucket)
+    causes = sorted(by_anchor.items(), key=lambda kv: (-max(b["size"] for b in kv[1]), docs[kv[0]]["id"]))
+    for anchor, buckets in causes[:10]:
+        runner.log(f"warning: {plural(len(buckets), 'bucket')} over --max-bucket {max_bucket} in "
+                   f"{plural(len({b['band'] for b in buckets}), 'band')} (largest {max(b['size'] for b in buckets)} "
+                   f"documents) paired with their anchor {docs[anchor]['id']} only; see {listed}")
+    if len(causes) > 10:
+        rest = sum(len(buckets) for _, buckets in causes[10:])
+        runner.log(f"warning: {plural(rest, 'more large bucket')} with {plural(len(causes) - 10, 'other anchor')}; "
+                   f"see {listed}")

@@ -1,0 +1,66 @@
+"""Stage 6, cluster: duplicate groups from the verified pairs, with a keeper each (pipeline.groups)."""
+from __future__ import annotations
+
+from dataclasses import asdict
+
+import numpy as np
+
+from ..config import (
+    ClusterParams,
+)
+from ..kernels import sets
+from ..report.printer import plural
+from ..store.workdir import WorkDir
+from .driver import PartitionArrays, Runner, _begin, _files, part_starts, require
+from .groups import KeeperRules, build_groups
+from .shingle import load_docs
+from .similarity import set_overlap
+from .verify import VERIFY_CHUNK
+
+
+def run(runner: Runner, params: ClusterParams) -> dict:
+    work = runner.work
+    shingle_record = require(work, "shingle")
+    upstream, key, record = _begin(runner, "cluster", params, shingle_record["inputs"])
+    if record is not None:
+        runner.log(f"cluster: up to date ({_cluster_summary(record)})")
+        return record
+    docs = load_docs(work, shingle_record)
+    edges = work.load_array(work.current("verify", "pairs.npy"), "verify")
+    anchors = {b["anchor"] for b in work.load_jsonl(work.current("candidates", "large_buckets.jsonl"), "candidates")}
+    starts = part_starts(shingle_record)
+    shingles = PartitionArrays(work, "shingle", ("values.npy", "offsets.npy"),  # mapped once for every call
+                               shingle_record["shards"])
+
+    def similarity(a, b):
+        out = []
+        for lo in range(0, len(a), VERIFY_CHUNK):
+            inter, la, lb = set_overlap(shingles, starts, a[lo:lo + VERIFY_CHUNK], b[lo:lo + VERIFY_CHUNK])
+            out.append(sets.jaccard(inter, la, lb))
+        return np.concatenate(out) if out else np.empty(0)
+
+    rules = KeeperRules.parse(",".join(params.keep), params.prefer)
+    weights = work.load_array(work.current("verify", "scores.npy"), "verify")[:, 0]  # (Jaccard, estimate) per edge
+    groups = build_groups(docs, edges, upstream["params"]["threshold"], rules, params.link, similarity, anchors,
+                          weights)
+    work.save_jsonl(work.output("cluster", "clusters.jsonl", key), groups)
+    record = {"key": key, "params": asdict(params), "upstream": upstream["key"],
+              "files": _files(work, "cluster", key, "clusters.jsonl"), "stats": {
+        "groups": len(groups), "documents": sum(g["size"] for g in groups),
+        "duplicates": sum(m["role"] == "duplicate" for g in groups for m in g["members"]),
+        "anchored": sum(g["anchored"] for g in groups)}}
+    work.record_stage("cluster", record)
+    runner.log(f"cluster: {_cluster_summary(record)}")
+    return record
+
+
+def _cluster_summary(record: dict) -> str:
+    s = record["stats"]
+    return (f"{plural(s['groups'], 'group')} of {plural(s['documents'], 'document')} "
+            f"({plural(s['duplicates'], 'duplicate')} of a keeper; "
+            f"link {record['params']['link']})")
+
+
+def clusters(work: WorkDir) -> list[dict]:
+    require(work, "cluster")
+    return work.load_jsonl(work.current("cluster", "clusters.jsonl"), "cluster")

@@ -1,0 +1,68 @@
+"""The incremental index's rules: its parameters are fixed at creation, and --new-only reports only what changed
+since the last reported run.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import ParameterError
+from ..store.workdir import WorkDir
+from .driver import require
+from .shingle import load_catalog
+
+
+def check_fixed_parameters(work: WorkDir, wanted: dict[str, dict]) -> None:
+    """An index keeps the parameters it was built with: a run asking for other shingle, signature or band
+    parameters stops (--rebuild rebuilds the index with the new ones)."""
+    manifest = work.read_manifest()
+    if not manifest.get("index"):
+        return
+    for stage, params in wanted.items():
+        record = manifest["stages"].get(stage)
+        if record is None:
+            continue
+        stored = record.get("content", {}) if stage == "shingle" else record["params"]
+        if stage == "shingle":  # the shingle parameters sit beside the source's in one record
+            params, stored = ({**p.get("params", {}), **{k: v for k, v in p.items() if k != "params"}}
+                              for p in (params, stored))
+        for name, value in sorted(params.items(), key=lambda kv: kv[0] != "threshold"):  # the cause first
+            if stored.get(name) != value:
+                raise ParameterError(
+                    f"{work.root}: this index was built with {stage} {name} {stored.get(name)!r}, not {value!r}; "
+                    f"run with the index's parameters, or add --rebuild to rebuild the index with the new ones")
+
+
+QUERY_FIXED = {"unit": "shingle", "k": "shingle", "whitespace": "shingle", "strip_punct": "shingle",
+               "num_perm": "signature", "seed": "signature", "minhash": "signature", "bands": "band", "rows": "band"}
+
+
+def check_query_parameters(work: WorkDir, given: dict) -> None:
+    """A query uses the index's shingle, signature and band parameters; options given for them (a cron script
+    passes one option list to run and query) must equal the index's."""
+    records = work.read_manifest()["stages"]
+    for name, value in given.items():
+        record = records.get(QUERY_FIXED[name])
+        if record is None:
+            continue
+        stored = record["params"].get("method" if name == "minhash" else name)
+        if stored != value:
+            flag = "-k" if name == "k" else "--" + name.replace("_", "-")
+            raise ParameterError(f"{work.root}: this index was built with {flag} {stored}, not {value}; query uses "
+                                 f"the index's parameters: drop {flag} or give the index's value")
+
+
+def new_documents(work: WorkDir) -> set[str]:
+    """Ids of the live documents added (new, or changed in content) since the last run whose results were
+    reported."""
+    record = require(work, "shingle")
+    reported = work.read_manifest().get("reported", 0)
+    catalog = load_catalog(work, record)
+    return {catalog.ids[n] for n in np.flatnonzero(catalog.live & (catalog["added"] > reported)).tolist()}
+
+
+def mark_reported(work: WorkDir) -> None:
+    """The results of the current run were reported: --new-only will not report them again."""
+    manifest = work.read_manifest()
+    record = manifest["stages"].get("shingle")
+    if record is not None and manifest.get("reported") != record["run"]:
+        work.set(reported=record["run"])

@@ -1,0 +1,110 @@
+"""query: near-duplicates in an index of new documents, found as a run finds them, without changing the index."""
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+
+from ..config import (
+    CandidateParams,
+    ShingleParams,
+    SignatureParams,
+    SourceParams,
+)
+from ..errors import InputError
+from ..kernels import lsh, sets
+from ..store.workdir import WorkDir
+from ..text.inputs import list_items
+from ..text.read import Document, read_documents, stdin_document
+from ..text.shingles import shingle_documents
+from .candidates import _index_files, _limits, pairing_order
+from .driver import PartitionArrays, _up_to_date, part_starts, require
+from .results import inherited_threshold, recall_warning
+from .shingle import load_catalog
+from .signature import signatures
+
+
+def _candidate_params(work: WorkDir) -> CandidateParams:
+    """What the candidates stage paired with (the defaults if it has not run)."""
+    record = work.read_manifest()["stages"].get("candidates")
+    return CandidateParams(**record["params"]) if record is not None else CandidateParams()
+
+
+def _band_index(work: WorkDir, shingle_record: dict, band_record: dict):
+    """Each band's (sorted keys, documents) of the documents that can pair: the candidates stage's band index
+    when it is current, else sorted here."""
+    record = work.read_manifest()["stages"].get("candidates")
+    if record is not None and record.get("upstream") == band_record["key"] and \
+            _up_to_date(work, "candidates", record["key"]) is not None:
+        for _, keys_file, docs_file in _index_files(band_record["params"]["bands"]):
+            yield from zip(work.load_array(work.output("candidates", keys_file, record["key"]), "candidates"),
+                           work.load_array(work.output("candidates", docs_file, record["key"]), "candidates"))
+        return
+    members = np.sort(pairing_order(load_catalog(work, shingle_record), _candidate_params(work)))
+    keys = np.concatenate([work.load_array(work.part("band", n, "npy"), "band", mmap=True)[:]
+                           for n in shingle_record["shards"]])[members]
+    for j in range(band_record["params"]["bands"]):
+        yield lsh.band_index(np.ascontiguousarray(keys[:, j]), members)
+
+
+def run(work: WorkDir, paths: list[str], stdin, threshold: float | None) -> tuple[list[dict], dict]:
+    """Near-duplicates in the index of the given documents (paths, or one text on stdin for "-"), with exact
+    Jaccard >= threshold, found like a run finds them (same shingles, signatures and bands); the index is only
+    read. Returns (pairs with a = the query document, problems)."""
+    band_record = require(work, "band")
+    shingle_record = require(work, "shingle")
+    stored: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in shingle_record["source"].items()}
+    source = SourceParams(**stored)
+    params = ShingleParams(**shingle_record["params"])
+    signature_params = SignatureParams(**work.read_manifest()["stages"]["signature"]["params"])
+    bands, rows = band_record["params"]["bands"], band_record["params"]["rows"]
+    threshold = inherited_threshold(work, threshold)
+    problems: dict = {}
+    if (warning := recall_warning(work, threshold)) is not None:
+        problems["messages"] = [warning]
+    if list(paths) in ([], ["-"]):
+        doc = stdin_document(stdin)
+        if doc is None:
+            raise InputError("-: standard input is binary, not text")
+        documents: Iterable[Document] = [doc]
+    else:
+        items = list_items(list(paths), source, skip=(str(work.root),)).items
+        documents = (doc for _, doc in read_documents(items, source, problems))
+    records, values, offsets = shingle_documents(((doc, {}) for doc in documents), params, problems)
+    # a run only counts binary files; a query names its few inputs (count_binary kept their ids)
+    problems.setdefault("messages", []).extend(f"{i}: binary file skipped" for i in problems.get("binary_ids", ()))
+    problems["queried"] = len(records)
+    if not records:
+        return [], problems
+    query_signatures = signatures(values, offsets, signature_params)
+    keys = lsh.band_keys(query_signatures, bands, rows)
+    catalog = load_catalog(work, shingle_record)
+    found, starts = [], part_starts(shingle_record)
+    for j, (sorted_keys, numbers) in enumerate(_band_index(work, shingle_record, band_record)):
+        lo, hi = np.searchsorted(sorted_keys, keys[:, j], "left"), np.searchsorted(sorted_keys, keys[:, j], "right")
+        found.append(np.stack([np.repeat(np.arange(len(records)), hi - lo), numbers[sets.ranges(lo, hi - lo)]], axis=1))
+    pairs = lsh.unique_pairs(np.concatenate(found))
+    limits = _candidate_params(work)
+    small = [i for i, r in enumerate(records) if r["shingles"] < limits.min_shingles or r["size"] < limits.min_size]
+    for i in small:
+        problems.setdefault("messages", []).append(
+            f"{records[i]['id']}: under the index's {_limits(limits) or 'one shingle'}; not paired")
+    pairs = pairs[~np.isin(pairs[:, 0], small)].reshape(-1, 2)
+    ids = catalog.ids_of(sets.sorted_unique(pairs[:, 1]).tolist())  # of ~100,000, the few found: not the whole column
+    pairs = pairs[[records[a]["id"] != ids[b] for a, b in pairs.tolist()]].reshape(-1, 2)
+    mine = [(values, offsets)]
+    va, la = sets.gather_sets(mine, np.zeros(1, np.int64), pairs[:, 0])
+    shingles = PartitionArrays(work, "shingle", ("values.npy", "offsets.npy"), shingle_record["shards"])
+    vb, lb = sets.gather_sets(shingles, starts, pairs[:, 1])
+    inter = sets.intersection_sizes(va, la, vb, lb)
+    similarity = sets.jaccard(inter, la, lb)
+    sig_a = query_signatures[pairs[:, 0]]
+    sig_b = sets.gather_rows(PartitionArrays(work, "signature", ("npy",), shingle_record["shards"]), starts,
+                             pairs[:, 1])
+    estimate = (sig_a == sig_b).mean(axis=1) if len(pairs) else np.empty(0)
+    out = [{"a": records[a]["id"], "b": ids[b], "jaccard": float(similarity[i]),
+            "estimate": float(estimate[i]), "intersection": int(inter[i]), "union": int(la[i] + lb[i] - inter[i])}
+           for i, (a, b) in enumerate(pairs.tolist()) if similarity[i] >= threshold]
+    out.sort(key=lambda r: (-r["jaccard"], r["a"], r["b"]))
+    return out, problems

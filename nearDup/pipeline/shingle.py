@@ -1,0 +1,371 @@
+"""Stage 1, shingle: list the inputs, read and shingle new and changed documents into new shards, and keep the
+catalog of every stored document (store.catalog). Also the documents as records for the later stages (Docs).
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import asdict
+from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
+
+from ..config import (
+    FORMAT,
+    BandParams,
+    ShingleParams,
+    SignatureParams,
+    SourceParams,
+    digest,
+)
+from ..engine.progress import counter
+from ..errors import InputError, WorkDirError
+from ..kernels.shingle import prepare_word_tables
+from ..report.printer import plural
+from ..store.catalog import Catalog, binary_columns, binary_of, item_digest, plan, shard_columns, skip_known_binary
+from ..store.workdir import WorkDir
+from ..text.inputs import SAME_FILE, PackedItems, list_items, partition, under
+from ..text.read import first_record_fields, read_documents
+from ..text.shingles import shingle_documents
+from .band import _save_band_keys, band_key
+from .driver import PartitionTask, Runner, _files, _map_partitions, _up_to_date, require
+from .signature import _save_signatures, signature_key
+
+SHINGLE_FILES = ("docs.npz", "values.npy", "offsets.npy")
+
+
+class ShingledShard(NamedTuple):
+    """What a shingle task gives back besides its files: its documents (for the progress bar), the stats of its
+    done marker and its catalog columns, so that the run does not read them back from the files it just wrote."""
+
+    docs: int
+    stats: dict
+    columns: dict
+
+
+def shingle_partition(task: PartitionTask[ShingleParams]) -> ShingledShard:
+    """Read, normalise, tokenise and shingle one partition; write its docs, values and offsets, then its marker."""
+    work = WorkDir(task.root)
+    problems: dict = {}
+    source = task.source
+    assert source is not None  # a shingle task always has one
+
+    def documents():
+        for item, doc in read_documents(task.items, source, problems, task.cwd):
+            if task.only is None or doc.id in task.only:
+                yield doc, {"item": item_digest(item), "inode": item.inode}
+
+    records, values, offsets = shingle_documents(documents(), task.params, problems)
+    columns = shard_columns(records)
+    stats = {"docs": len(records), "bytes": sum(r["size"] for r in records), **problems}
+    work.save_table(work.part("shingle", task.index, "docs.npz"), columns)
+    work.save_array(work.part("shingle", task.index, "values.npy"), values)
+    work.save_array(work.part("shingle", task.index, "offsets.npy"), offsets)
+    work.mark_part_done("shingle", task.index, task.key, suffixes=SHINGLE_FILES, stats=stats)
+    if task.then:  # the next two stages' files for this shard, as their own tasks would write them
+        sig_key, sig_params, bands_key, band_params = task.then
+        _save_band_keys(work, task.index, bands_key, band_params,
+                        _save_signatures(work, task.index, sig_key, sig_params, values, offsets))
+    return ShingledShard(len(records), stats, columns)
+
+
+CATALOG = "catalog.npz"
+BINARY = "binary.npz"  # the binary files skipped, with their fingerprints (catalog.binary_columns)
+SKIPPED_NOUNS = {"hidden": ("hidden entry", "hidden entries"), "symlink": ("symlink",), "excluded": ("excluded file",),
+                 "special": ("special file",),
+                 SAME_FILE: ("path of a file already listed", "paths of files already listed")}
+SKIPPED_WHY = {"special": " (FIFO, socket, device)", SAME_FILE: " (same file)"}
+
+
+def shingle_content(params: ShingleParams, source: SourceParams) -> dict:
+    """What decides a shard's bytes: shingle parameters and how records are read (an index keeps them fixed)."""
+    return {"params": asdict(params), "jsonl": source.jsonl, "id_field": source.id_field,
+            "text_field": source.text_field, "strict": source.strict}
+
+
+def run(runner: Runner, args: list[str], source: SourceParams, params: ShingleParams, stdin=None,
+            references: tuple[str, ...] = (), rebuild: bool = False,
+            then: tuple[SignatureParams, BandParams] | None = None) -> dict:
+    """Bring the shards up to the inputs: only new and changed documents are read and shingled, into new shards;
+    deleted ones are marked dead. references: folders or files whose documents are always keepers; rebuild:
+    read every document again, into new shards. then: the parameters of the signature and band stages about to
+    run, whose files for the new shards are then written by the same task, from the sets still in memory (one
+    task per shard instead of three, and no reading back)."""
+    work = runner.work
+    previous = work.read_manifest()["stages"].get("shingle")
+    # with nothing stored there is nothing to match: a folder's first partitions are shingled while it is listed
+    listing = list_items([*args, *references], source, stdin, spool=work.spool, lazy=previous is None,
+                                skip=(str(work.root),),  # a work dir inside an input folder holds no documents
+                                progress=counter(getattr(runner.engine, "progress", False), "listing", "file"))
+    inputs = [{"path": p, "reference": i >= len(listing.args) - len(references)} for i, p in enumerate(listing.args)]
+    nothing = InputError(f"{' '.join(args)}: no documents found (folder empty, or every file hidden or excluded)")
+    streamed = not isinstance(listing.items, list)
+    if not streamed and not listing.items:
+        raise nothing
+    content = shingle_content(params, source)
+    base = previous if previous is not None and previous.get("content") == content else None
+    stored = _stored_catalog(runner, previous) if previous is not None else Catalog.empty()
+    known = _stored_binary(runner, base) if base is not None and not rebuild and not streamed else {}
+    items, binary = skip_known_binary([] if streamed else listing.items, known)  # not opened again
+    todo = plan(stored if base is not None else Catalog.empty(), items, source)
+    if (base is not None and not rebuild and not todo.todo and todo.catalog.same(stored)
+            and base.get("inputs") == inputs and len(binary) == len(known) and base.get("cwd") == os.getcwd()
+            and base.get("links", {}) == listing.links):
+        runner.log(f"shingle: up to date ({_shingle_summary(base)})")
+        _report_problems(runner, base)
+        return base
+    this_run = (previous or {}).get("run", 0) + 1
+    carried: dict = {}  # (id, sha) -> the run a document came in, kept through a rebuild
+    live = int(todo.catalog.live.sum())
+    if base is None or rebuild or len(todo.catalog) - live > max(live, 1000):  # (or mostly dead rows) rebuild
+        carried = {(stored.ids[n], stored["sha"][n]): int(stored["added"][n])
+                   for n in np.flatnonzero(stored.live).tolist()}
+        if base is not None:  # planned against the stored rows: plan again from nothing
+            base, todo = None, plan(Catalog.empty(), items, source)
+    shards, counts, keys, kept, shard_bytes = [], [], [], [], []
+    if base is not None:  # keep the shards that still hold a live document (numbers shift past a dropped one)
+        start, live_rows = 0, todo.catalog.live
+        for n, count, shard_key, size in zip(base["shards"], base["docs"], base["partitions"], base["bytes"]):
+            if live_rows[start:start + count].any():
+                shards.append(n)
+                counts.append(count)
+                keys.append(shard_key)
+                shard_bytes.append(size)
+                kept.append(np.arange(start, start + count))
+            start += count
+    catalog = todo.catalog.take(np.concatenate(kept)) if kept else Catalog.empty()
+    next_shard = (previous or {}).get("next_shard", 0)
+    only = {item.id: ids for item, ids in todo.todo}
+    parts, new_keys, new_shards, tasks_only, part_bytes = [], [], [], [], []
+
+    def partitions():
+        """The new partitions' numbers, as the listing completes each (filling the lists above)."""
+        items = listing.items if streamed else (item for item, _ in todo.todo)
+        for i, part in enumerate(partition(items, source)):
+            if i == 0 and params.unit == "word":
+                prepare_word_tables()  # built once, before the first task forks the workers that inherit them
+            wanted = [only.get(item.id) for item in part]
+            # ids are wanted only of JSONL items, each alone in its part (with JSONL input every item is one)
+            restriction = frozenset().union(*wanted) if any(w is not None for w in wanted) else None  # type: ignore[arg-type]
+            parts.append(PackedItems(part))
+            new_keys.append(digest("shingle", FORMAT, content, parts[-1].fingerprint(),
+                                   sorted(restriction) if restriction is not None else None))
+            new_shards.append(next_shard + i)
+            tasks_only.append(restriction)
+            part_bytes.append(parts[-1].bytes())
+            yield i
+
+    def downstream(i: int) -> tuple:
+        """The signature and band work of new shard i for its shingle task (made only for shards run now)."""
+        if then is None:
+            return ()
+        sig_key = signature_key(then[0], new_keys[i])
+        runner.ahead.update({("signature", new_shards[i]), ("band", new_shards[i])})
+        return sig_key, then[0], band_key(then[1], sig_key), then[1]
+
+    reused, shingled = _map_partitions(
+        runner, "shingle", shingle_partition, new_shards, new_keys, SHINGLE_FILES,
+        lambda i: PartitionTask(str(work.root), new_shards[i], new_keys[i], params, parts[i], source,
+                                tasks_only[i], then=downstream(i)),
+        sizes=part_bytes, unit="B", nbytes=part_bytes, stream=partitions())
+    if not parts and streamed:
+        raise nothing
+    totals: dict = {"skipped": listing.skipped}
+    added = []
+    for i, (n, key) in enumerate(zip(new_shards, new_keys)):
+        if i in shingled:
+            done, columns = shingled[i].stats, shingled[i].columns
+        else:  # finished by an interrupted run: read back
+            done = work.part_done("shingle", n, key, SHINGLE_FILES)
+            columns = work.load_table(work.part("shingle", n, "docs.npz"), "shingle")
+        binary.update(_binary_found(parts[i], done.get("binary_ids", ())))
+        for name, value in done.items():
+            if name == "messages":
+                totals.setdefault("messages", []).extend(value)
+            elif isinstance(value, int) and name not in ("docs", "bytes"):
+                totals[name] = totals.get(name, 0) + value
+        added.append(Catalog.of_shard(columns, carried, this_run))
+        counts.append(len(added[-1]))
+        shard_bytes.append(done["bytes"])
+    catalog = catalog.concat(*added)
+    shards, keys = [*shards, *new_shards], [*keys, *new_keys]
+    totals.update(catalog.summary(), added=int(((catalog["added"] == this_run) & catalog.live).sum()),
+                  removed=todo.removed, renamed=todo.renamed)
+    if binary:  # every binary file the inputs hold now, found by this run or an earlier one
+        totals["binary"] = len(binary)
+    key = digest("shingle", keys, inputs, catalog.fingerprint(), *([sorted(binary.items())] if binary else []))
+    catalog = Catalog(catalog.stored())  # as the next stages would load it
+    catalog_path = work.output("shingle", CATALOG, key)
+    work.save_table(catalog_path, catalog.columns)
+    if binary:
+        work.save_table(work.output("shingle", BINARY, key), binary_columns(binary))
+    _remember_catalog(_catalog_version(catalog_path), catalog)
+    record = {"key": key, "params": asdict(params), "source": asdict(source), "content": content,
+              "inputs": inputs, "cwd": os.getcwd(), "partitions": keys, "shards": shards, "docs": counts,
+              "bytes": shard_bytes, "run": this_run, "next_shard": next_shard + len(parts),
+              "files": _files(work, "shingle", key, CATALOG, *([BINARY] if binary else [])),
+              "stats": totals, **({"links": listing.links} if listing.links else {})}
+    _check_documents(runner, record, params, args, listing.items if source.jsonl else ())
+    work.record_stage("shingle", record)
+    runner.log(f"shingle: {_shingle_summary(record)}" + (f"; {reused} of {plural(len(parts), 'new partition')} "
+                                                          "reused from an interrupted run" if reused else ""))
+    _report_problems(runner, record)
+    return record
+
+
+_CATALOGS: dict[tuple | None, Catalog] = {}  # loaded once per process: several stages of a run read the same catalog
+
+
+def load_catalog(work: WorkDir, record: dict) -> Catalog:
+    path = work.output("shingle", CATALOG, record["key"])
+    version = _catalog_version(path)
+    if version is None or version not in _CATALOGS:
+        _remember_catalog(version, Catalog(work.load_table(path, "shingle")))
+    return _CATALOGS[version]
+
+
+def _catalog_version(path: Path) -> tuple | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return str(path), st.st_size, st.st_mtime_ns
+
+
+def _remember_catalog(version: tuple | None, catalog: Catalog) -> None:
+    _CATALOGS.clear()
+    _CATALOGS[version] = catalog
+
+
+def _stored_catalog(runner: Runner, record: dict) -> Catalog:
+    """The stored catalog, with the rows of a damaged shard marked dead (their documents are read again), or an
+    empty one when the catalog itself is damaged (everything is read again)."""
+    work = runner.work
+    if _up_to_date(work, "shingle", record["key"], runner.log) is None:
+        return Catalog.empty()
+    catalog = load_catalog(work, record)
+    start, live = 0, catalog["live"].copy()
+    for n, key, count in zip(record["shards"], record["partitions"], record["docs"]):
+        if work.part_done("shingle", n, key, SHINGLE_FILES) is None:
+            runner.log(f"warning: {work.part('shingle', n, '*')} has a missing or truncated file; reading its "
+                       f"documents again")
+            live[start:start + count] = 0
+        start += count
+    return Catalog({**catalog.columns, "live": live})
+
+
+def _stored_binary(runner: Runner, record: dict) -> dict:
+    """The binary files the stored record skipped (none if it kept no list, or the list is damaged: then they
+    are read again)."""
+    if BINARY not in record.get("files", {}) or _up_to_date(runner.work, "shingle", record["key"]) is None:
+        return {}
+    try:
+        return binary_of(runner.work.load_table(runner.work.output("shingle", BINARY, record["key"]), "shingle"))
+    except (WorkDirError, KeyError):
+        return {}
+
+
+def _binary_found(part: PackedItems, ids) -> dict:
+    """{id: (size, mtime_ns, inode)} of the binary files a new partition found, as they were listed."""
+    if not ids:
+        return {}
+    wanted = set(ids)
+    return {item.id: (item.size, item.mtime_ns, item.inode) for item in part if item.id in wanted}
+
+
+def _check_documents(runner: Runner, record: dict, params: ShingleParams, args: list[str], items=()) -> None:
+    """Stop when there is nothing to pair; items: the JSONL items, whose first record names its fields when
+    the --id-field or --text-field given is not one of them."""
+    stats = record["stats"]
+    where = " ".join(args)
+    if not stats.get("docs") and items:
+        source = record["source"]
+        fields = first_record_fields(items[0])
+        missing = [(option, source[name]) for option, name in (("--id-field", "id_field"),
+                                                                ("--text-field", "text_field"))
+                   if fields is not None and source[name] not in fields]
+        if missing:
+            option, field = missing[0]
+            raise InputError(f"{where}: no record has the field {field!r} ({option}); the first record's fields are "
+                             f"{', '.join(map(repr, fields or ())) or 'none'}: pass {option} with one of them")
+    if not stats.get("docs"):
+        raise InputError(f"{where}: no readable text documents (binary: {stats.get('binary', 0)}, unreadable: "
+                         f"{stats.get('unreadable', 0) + stats.get('vanished', 0)})")
+    if stats.get("docs") == stats.get("short"):
+        raise InputError(f"{where}: no document is long enough for one {params.k}-{params.unit} shingle; "
+                         f"lower -k or use --unit char")
+    if record["source"]["jsonl"]:
+        catalog = load_catalog(runner.work, record)
+        ids = [catalog.ids[n] for n in np.flatnonzero(catalog.live)]
+        if len(set(ids)) != len(ids):
+            seen, dup = set(), []
+            for i in ids:
+                if i in seen and i not in dup:
+                    dup.append(i)
+                seen.add(i)
+            raise InputError(f"{where}: duplicate ids in field {record['source']['id_field']!r}: "
+                             f"{', '.join(map(repr, dup[:5]))}{' ...' if len(dup) > 5 else ''}; "
+                             f"ids must be unique")
+
+
+def _shingle_summary(record: dict) -> str:
+    s = record["stats"]
+    params = record["params"]
+    shingle = f"{params['k']}-{params['unit']} shingle"
+    text = (f"{plural(s['docs'], 'document')}, {s['bytes'] / 1e6:.1f} MB, {plural(s['shingles'], shingle)} in "
+            f"{plural(len(record['partitions']), 'partition')}")
+    notes = [text for k, text in (
+        ("short", f"{s.get('short')} too short for one shingle (kept, never paired)"),
+        ("binary", f"{plural(s.get('binary', 0), 'binary file')} skipped"),
+        ("replaced", f"{s.get('replaced')} with invalid UTF-8 replaced"),
+        ("bad_lines", f"{plural(s.get('bad_lines', 0), 'bad JSONL line')} skipped")) if s.get(k)]
+    notes += [f"{plural(n, *SKIPPED_NOUNS.get(kind, (kind,)))} skipped{SKIPPED_WHY.get(kind, '')}"
+              for kind, n in s.get("skipped", {}).items() if n]
+    changes = [f"{s[k]} {k}" for k in ("added", "removed", "renamed") if s.get(k)]
+    if changes and s.get("added") != s["docs"]:
+        notes.append("this run: " + ", ".join(changes))
+    return text + ("; " + "; ".join(notes) if notes else "")
+
+
+def _report_problems(runner: Runner, record: dict) -> None:
+    stats = record["stats"]
+    for message in stats.get("messages", []):
+        runner.log(f"warning: {message}")
+    runner.soft_errors += stats.get("unreadable", 0) + stats.get("vanished", 0)
+
+
+class Docs:
+    """The catalog's rows as document records, docs[n] for global number n (dead rows too: `live` says which
+    documents exist now), each with `arg` (index of the argument it was found under) and `reference` (found under a
+    --reference path). Records are made when asked for: a group needs a few of 100,000."""
+
+    def __init__(self, catalog: Catalog, inputs: list[dict], cwd: str = "", links: dict | None = None):
+        self.catalog, self.inputs, self.cwd, self.links = catalog, inputs, cwd, links or {}
+        self.prefixes = [(p["path"] if p["path"].endswith("/") else p["path"] + "/") for p in inputs]
+        # a reference may lie inside an input folder, be spelled otherwise, or come first: resolved paths decide
+        self.is_reference = under([p["path"] for p in inputs if p["reference"]], cwd)
+
+    def __len__(self) -> int:
+        return len(self.catalog)
+
+    def __getitem__(self, n: int) -> dict:
+        doc = self.catalog.row(n)
+        arg = next((i for i, p in enumerate(self.inputs) if doc["id"] == p["path"]
+                    or doc["id"].startswith(self.prefixes[i])), 0)
+        doc["arg"] = arg
+        doc["reference"] = self.is_reference(doc["id"])
+        doc["path"] = os.path.join(self.cwd, doc["id"])  # as scanned (relative ids are relative to the scan's cwd)
+        if doc["id"] in self.links:
+            doc["links"] = self.links[doc["id"]]  # listed symbolic links to it (--follow-links)
+        return doc
+
+    def __iter__(self):
+        return (self[n] for n in range(len(self)))
+
+    def live(self) -> list[dict]:
+        return [self[n] for n in np.flatnonzero(self.catalog.live).tolist()]
+
+
+def load_docs(work: WorkDir, shingle_record: dict | None = None) -> Docs:
+    record = shingle_record or require(work, "shingle")
+    return Docs(load_catalog(work, record), record.get("inputs", []), record.get("cwd", ""), record.get("links"))

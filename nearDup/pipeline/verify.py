@@ -1,0 +1,163 @@
+"""Stage 5, verify: the exact Jaccard of every candidate pair, kept when it is at least the threshold."""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import asdict
+from pathlib import Path
+
+import numpy as np
+
+from ..config import (
+    VerifyParams,
+)
+from ..kernels import lsh, sets
+from ..report.printer import plural
+from ..store.workdir import WorkDir
+from .driver import PartitionArrays, Runner, _absolute, _begin, _files, _up_to_date, part_starts, require
+from .results import recall_warning
+from .shingle import load_catalog
+from .similarity import set_overlap
+
+VERIFY_CHUNK = 20_000  # candidate pairs per verification task, at most
+VERIFY_TASKS = 8  # and at least this many tasks when there are VERIFY_TASKS * MIN_VERIFY_CHUNK pairs or more
+MIN_VERIFY_CHUNK = 1_000
+
+
+
+@dataclasses.dataclass(frozen=True)
+class VerifyTask:
+    root: str
+    pairs: str  # the .npy of the pairs to verify
+    lo: int
+    hi: int
+    starts: tuple
+    shards: tuple
+
+    def __post_init__(self):
+        _absolute(self, "root", "pairs")
+
+
+def verify_chunk(task: VerifyTask) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """For candidate pairs [lo, hi): |A ∩ B|, |A|, |B| of the shingle sets and the signature agreement."""
+    work = WorkDir(task.root)
+    pairs = np.asarray(work.load_array(Path(task.pairs), "candidates", mmap=True)[task.lo:task.hi])
+    starts = np.asarray(task.starts, dtype=np.int64)
+    inter, la, lb = set_overlap(PartitionArrays(work, "shingle", ("values.npy", "offsets.npy"), task.shards), starts,
+                                pairs[:, 0], pairs[:, 1])
+    signatures = PartitionArrays(work, "signature", ("npy",), task.shards)
+    agree = (sets.gather_rows(signatures, starts, pairs[:, 0]) == sets.gather_rows(signatures, starts, pairs[:, 1]))
+    return inter, la, lb, agree.mean(axis=1)
+
+
+def _member(codes: np.ndarray, sorted_codes: np.ndarray) -> np.ndarray:
+    """codes[i] in sorted_codes, by binary search."""
+    at = np.searchsorted(sorted_codes, codes)
+    return (at < len(sorted_codes)) & (sorted_codes[np.minimum(at, len(sorted_codes) - 1)] == codes) \
+        if len(sorted_codes) else np.zeros(len(codes), bool)
+
+
+def _reusable(work: WorkDir, basis: dict) -> tuple[np.ndarray, ...] | None:
+    """The last verification's (checked pairs, accepted pairs, their scores and set sizes) if it can be reused:
+    same threshold and signatures, and shards that are a prefix of today's (the shards are append-only, so a
+    global number still means the same stored set)."""
+    record = work.read_manifest()["stages"].get("verify")
+    if record is None or "basis" not in record or _up_to_date(work, "verify", record["key"]) is None:
+        return None
+    old = record["basis"]
+    if (old["threshold"] != basis["threshold"] or old["signature"] != basis["signature"]
+            or old["shards"] != basis["shards"][:len(old["shards"])]):
+        return None
+    return tuple(work.load_array(work.output("verify", name, record["key"]), "verify")
+                 for name in ("checked.npy", "pairs.npy", "scores.npy", "sizes.npy"))
+
+
+def run(runner: Runner, params: VerifyParams) -> dict:
+    """Exact Jaccard of the candidate pairs. Pairs checked by the last run on the same shards are not checked
+    again: an incremental run verifies only the pairs that involve a new or changed document."""
+    work = runner.work
+    upstream, key, record = _begin(runner, "verify", params)
+    warning = recall_warning(work, params.threshold)  # said with the results
+    if record is not None:
+        runner.log(f"verify: up to date ({plural(record['stats']['pairs'], 'pair')} with Jaccard >= "
+                   f"{params.threshold})")
+        if warning is not None:
+            runner.log(f"warning: {warning}")
+        return record
+    shingle_record = require(work, "shingle")
+    basis = {"threshold": params.threshold, "shards": shingle_record["partitions"],
+             "signature": work.read_manifest()["stages"]["signature"]["params"]}
+    pairs = work.load_array(work.current("candidates", "pairs.npy"), "candidates")
+    previous = _reusable(work, basis)
+    if previous is not None:
+        checked, accepted, scores, sizes = previous
+        codes = lsh.pair_codes(pairs)
+        known = _member(codes, lsh.pair_codes(checked))
+        kept = _member(lsh.pair_codes(accepted), codes)
+        accepted, scores, sizes = accepted[kept], scores[kept], sizes[kept]
+        todo = pairs[~known]
+    else:
+        accepted, scores, sizes, todo = np.empty((0, 2), np.int64), np.empty((0, 2)), np.empty((0, 2), np.int64), pairs
+    todo_path = work.output("verify", "todo.npy", key)
+    work.save_array(todo_path, todo)
+    n = len(todo)
+    starts = tuple(part_starts(shingle_record).tolist())
+    shards = tuple(shingle_record["shards"])
+    chunk = min(VERIFY_CHUNK, max(MIN_VERIFY_CHUNK, -(-n // VERIFY_TASKS)))  # from n alone, never from --jobs
+    tasks = [VerifyTask(str(work.root), str(todo_path), lo, min(lo + chunk, n), starts, shards)
+             for lo in range(0, n, chunk)]
+    results = runner.engine.map(verify_chunk, tasks, desc="verify", sizes=[t.hi - t.lo for t in tasks], unit="pair")
+    if results:
+        inter, la, lb, estimate = (np.concatenate(column) for column in zip(*results))
+    else:
+        inter = la = lb = np.empty(0, np.int64)
+        estimate = np.empty(0)
+    similarity = sets.jaccard(inter, la, lb)
+    keep = np.flatnonzero(similarity >= params.threshold)
+    fresh_scores = np.stack([similarity[keep], estimate[keep]], axis=1) if len(keep) else np.empty((0, 2))
+    fresh_sizes = np.stack([inter[keep], la[keep] + lb[keep] - inter[keep]], axis=1).astype(np.int64)
+    del results, inter, la, lb, estimate, similarity  # per candidate: millions of pairs of copies, not needed now
+    accepted, scores = np.concatenate([accepted, todo[keep]]), np.concatenate([scores, fresh_scores])
+    sizes = np.concatenate([sizes, fresh_sizes])
+    order = np.argsort(lsh.pair_codes(accepted), kind="stable")
+    accepted, scores, sizes = accepted[order], scores[order], sizes[order]
+    del order
+    ids = load_catalog(work, shingle_record).ids_of(sets.sorted_unique(accepted.ravel()).tolist())
+    work.save_array(work.output("verify", "checked.npy", key), pairs)
+    work.save_array(work.output("verify", "pairs.npy", key), accepted)
+    work.save_array(work.output("verify", "scores.npy", key), scores)
+    work.save_array(work.output("verify", "sizes.npy", key), sizes)
+    work.save_jsonl(work.output("verify", "pairs.jsonl", key), _pair_records(ids, accepted, scores, sizes))
+    todo_path.unlink()
+    record = {"key": key, "params": asdict(params), "upstream": upstream["key"], "basis": basis,
+              "files": _files(work, "verify", key, "checked.npy", "pairs.npy", "scores.npy", "sizes.npy",
+                             "pairs.jsonl"),
+              "stats": {"candidates": len(pairs), "checked": n, "pairs": len(accepted),
+                        "rejected": len(pairs) - len(accepted)}}
+    work.record_stage("verify", record)
+    reused = f" ({len(pairs) - n} known from the last run)" if len(pairs) > n else ""
+    runner.log(f"verify: {len(accepted)} of {plural(len(pairs), 'candidate pair has', 'candidate pairs have')} "
+               f"exact Jaccard >= {params.threshold}{reused}")
+    if warning is not None:
+        runner.log(f"warning: {warning}")
+    return record
+
+
+def _pair_records(ids: dict[int, str], accepted: np.ndarray, scores: np.ndarray, sizes: np.ndarray):
+    """The verified pairs with ids, scores and set sizes (|A ∩ B|, |A ∪ B|), best first, then by id: an order
+    that does not depend on how the documents were numbered. A generator: the order is found on numbers (each id's
+    rank among the ids) and records are made as they are written, for thousands of copies of one text verify
+    millions of pairs, whose records as Python dicts took gigabytes."""
+    numbers = np.array(sorted(ids), dtype=np.int64)
+    names = sorted(ids.values())
+    rank = np.empty(len(numbers), np.int64)
+    rank[sorted(range(len(numbers)), key=lambda i: ids[int(numbers[i])])] = np.arange(len(numbers))
+    ra, rb = (rank[np.searchsorted(numbers, accepted[:, i])] for i in (0, 1))
+    lo, hi = np.minimum(ra, rb), np.maximum(ra, rb)
+    del ra, rb
+    order = np.lexsort((hi, lo, -scores[:, 0])) if len(accepted) else np.empty(0, np.int64)
+    for start in range(0, len(order), VERIFY_CHUNK):
+        at = order[start:start + VERIFY_CHUNK]
+        for a, b, (similarity, estimate), (inter, union) in zip(lo[at].tolist(), hi[at].tolist(),
+                                                                scores[at].tolist(), sizes[at].tolist()):
+            yield {"a": names[a], "b": names[b], "jaccard": similarity, "estimate": estimate, "intersection": inter,
+                   "union": union}
