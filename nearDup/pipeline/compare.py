@@ -7,19 +7,16 @@ import numpy as np
 
 from ..config import ShingleParams, SourceParams
 from ..errors import InputError
-from ..kernels import sets
-from ..kernels.shingle import CodePointHasher, kgram_hashes, word_hashes
 from ..text.inputs import list_items
-from ..text.normalise import normalise
 from ..text.read import read_documents, stdin_document
 from ..text.shingles import shingle_documents
+from .similarity import containment, jaccard, one_shard, set_overlap
 
 
-def _shingles(path: str, params: ShingleParams, explain: bool,
-              stdin=None) -> tuple[np.ndarray, list | None, np.ndarray | None]:
-    """A file's shingle set as a run stores it (or of the text on stdin for "-"): read by read_documents (a
-    file over STREAM_BYTES streamed block by block) and shingled by shingle_documents. With explain,
-    for a text read whole, also its tokens and the hash of the shingle starting at each token, for the passages."""
+def _shingles(path: str, params: ShingleParams, explain: bool, stdin=None) -> tuple[tuple, list | None]:
+    """A file's shingles as a run stores them (or of the text on stdin for "-"): read by read_documents (a file
+    over STREAM_BYTES streamed block by block) and shingled by shingle_documents, as CSR lists (values, offsets)
+    of one document. With explain, also its tokens (None for a streamed file), for the passages."""
     source = SourceParams()
     problems: dict = {}
     if path == "-":
@@ -29,21 +26,13 @@ def _shingles(path: str, params: ShingleParams, explain: bool,
     else:
         items = list_items([path], source).items
         documents = [doc for _, doc in read_documents(items, source, problems)]
-    _, values, _ = shingle_documents(((doc, {}) for doc in documents), params, problems)
+    tokens: list | None = [] if explain else None
+    _, values, offsets = shingle_documents(((doc, {}) for doc in documents), params, problems, tokens)
     if problems.get("binary"):
         raise InputError(f"{path}: binary file (it has NUL bytes); compare reads text only")
     if not documents:
         raise InputError(problems["messages"][0])
-    text = documents[0].text
-    if not explain or text is None:
-        return sets.sorted_unique(values), None, None
-    text = normalise(text, params)
-    if params.unit == "word":
-        th, _, (starts, ends) = word_hashes([text])  # type: ignore[misc]  # positions=True gives them
-        tokens = [text[a:b] for a, b in zip(starts.tolist(), ends.tolist())]
-    else:
-        th, tokens = CodePointHasher().hash_text(text), list(text)
-    return sets.sorted_unique(values), tokens, kgram_hashes(th, np.array([len(th)]), params.k)[1]
+    return (values, offsets), tokens[0] if tokens else None
 
 
 def run(path_a: str, path_b: str, params: ShingleParams, explain: bool = False, stdin=None) -> dict:
@@ -53,19 +42,19 @@ def run(path_a: str, path_b: str, params: ShingleParams, explain: bool = False, 
     on stdin."""
     if path_a == path_b == "-":
         raise InputError("compare: only one of A and B can be - (the text on stdin)")
-    set_a, tokens_a, hashes_a = _shingles(path_a, params, explain, stdin)
-    set_b = _shingles(path_b, params, False, stdin)[0]
-    inter = len(np.intersect1d(set_a, set_b, assume_unique=True))
-    union = len(set_a) + len(set_b) - inter
+    shingles_a, tokens_a = _shingles(path_a, params, explain, stdin)
+    shingles_b = _shingles(path_b, params, False, stdin)[0]
+    first = np.zeros(1, np.int64)  # each side's one document
+    inter, la, lb = set_overlap(*one_shard(shingles_a), first, first, other=one_shard(shingles_b))
     passages = []
-    if tokens_a is not None and hashes_a is not None:  # both, with explain
+    if tokens_a is not None:  # with explain: shingle i of A (read whole) starts at its token i
         covered = np.zeros(len(tokens_a), bool)
-        for i in np.flatnonzero(np.isin(hashes_a, set_b)).tolist():
+        for i in np.flatnonzero(np.isin(shingles_a[0], shingles_b[0])).tolist():
             covered[i:i + params.k] = True
         edges = np.flatnonzero(np.diff(np.r_[0, covered.astype(np.int8), 0]))
         passages = [(int(s), int(e)) for s, e in zip(edges[::2], edges[1::2])]
-    return {"a": path_a, "b": path_b, "jaccard": inter / union if union else 0.0,
-            "containment_a_in_b": inter / len(set_a) if len(set_a) else 0.0,
-            "containment_b_in_a": inter / len(set_b) if len(set_b) else 0.0,
-            "shingles_a": len(set_a), "shingles_b": len(set_b), "shared": inter,
+    return {"a": path_a, "b": path_b, "jaccard": float(jaccard(inter, la, lb)[0]),
+            "containment_a_in_b": float(containment(inter, la)[0]),
+            "containment_b_in_a": float(containment(inter, lb)[0]),
+            "shingles_a": int(la[0]), "shingles_b": int(lb[0]), "shared": int(inter[0]),
             "tokens_a": tokens_a, "passages": passages}

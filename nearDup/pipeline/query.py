@@ -23,6 +23,7 @@ from .driver import PartitionArrays, _up_to_date, part_starts, require
 from .results import inherited_threshold, recall_warning
 from .shingle import load_catalog
 from .signature import signatures
+from .similarity import agreement, jaccard, one_shard, pair_records, set_overlap
 
 
 def _candidate_params(work: WorkDir) -> CandidateParams:
@@ -93,18 +94,15 @@ def run(work: WorkDir, paths: list[str], stdin, threshold: float | None) -> tupl
     pairs = pairs[~np.isin(pairs[:, 0], small)].reshape(-1, 2)
     ids = catalog.ids_of(sets.sorted_unique(pairs[:, 1]).tolist())  # of ~100,000, the few found: not the whole column
     pairs = pairs[[records[a]["id"] != ids[b] for a, b in pairs.tolist()]].reshape(-1, 2)
-    mine = [(values, offsets)]
-    va, la = sets.gather_sets(mine, np.zeros(1, np.int64), pairs[:, 0])
-    shingles = PartitionArrays(work, "shingle", ("values.npy", "offsets.npy"), shingle_record["shards"])
-    vb, lb = sets.gather_sets(shingles, starts, pairs[:, 1])
-    inter = sets.intersection_sizes(va, la, vb, lb)
-    similarity = sets.jaccard(inter, la, lb)
-    sig_a = query_signatures[pairs[:, 0]]
-    sig_b = sets.gather_rows(PartitionArrays(work, "signature", ("npy",), shingle_record["shards"]), starts,
-                             pairs[:, 1])
-    estimate = (sig_a == sig_b).mean(axis=1) if len(pairs) else np.empty(0)
-    out = [{"a": records[a]["id"], "b": ids[b], "jaccard": float(similarity[i]),
-            "estimate": float(estimate[i]), "intersection": int(inter[i]), "union": int(la[i] + lb[i] - inter[i])}
-           for i, (a, b) in enumerate(pairs.tolist()) if similarity[i] >= threshold]
+    shards = shingle_record["shards"]
+    inter, la, lb = set_overlap(*one_shard((values, offsets)), pairs[:, 0], pairs[:, 1],
+                                other=(PartitionArrays(work, "shingle", ("values.npy", "offsets.npy"), shards), starts))
+    estimate = agreement(*one_shard(query_signatures), pairs[:, 0], pairs[:, 1],
+                         other=(PartitionArrays(work, "signature", ("npy",), shards), starts))
+    similarity = jaccard(inter, la, lb)
+    keep = np.flatnonzero(similarity >= threshold)
+    out = list(pair_records([records[a]["id"] for a in pairs[keep, 0].tolist()],
+                            [ids[b] for b in pairs[keep, 1].tolist()], np.stack([similarity, estimate], axis=1)[keep],
+                            np.stack([inter, la + lb - inter], axis=1)[keep]))
     out.sort(key=lambda r: (-r["jaccard"], r["a"], r["b"]))
     return out, problems

@@ -16,7 +16,7 @@ from ..store.workdir import WorkDir
 from .driver import PartitionArrays, Runner, _absolute, _begin, _files, _up_to_date, part_starts, require
 from .results import recall_warning
 from .shingle import load_catalog
-from .similarity import set_overlap
+from .similarity import agreement, pair_records, set_overlap
 
 VERIFY_CHUNK = 20_000  # candidate pairs per verification task, at most
 VERIFY_TASKS = 8  # and at least this many tasks when there are VERIFY_TASKS * MIN_VERIFY_CHUNK pairs or more
@@ -44,9 +44,8 @@ def verify_chunk(task: VerifyTask) -> tuple[np.ndarray, np.ndarray, np.ndarray, 
     starts = np.asarray(task.starts, dtype=np.int64)
     inter, la, lb = set_overlap(PartitionArrays(work, "shingle", ("values.npy", "offsets.npy"), task.shards), starts,
                                 pairs[:, 0], pairs[:, 1])
-    signatures = PartitionArrays(work, "signature", ("npy",), task.shards)
-    agree = (sets.gather_rows(signatures, starts, pairs[:, 0]) == sets.gather_rows(signatures, starts, pairs[:, 1]))
-    return inter, la, lb, agree.mean(axis=1)
+    return inter, la, lb, agreement(PartitionArrays(work, "signature", ("npy",), task.shards), starts, pairs[:, 0],
+                                    pairs[:, 1])
 
 
 def _member(codes: np.ndarray, sorted_codes: np.ndarray) -> np.ndarray:
@@ -148,7 +147,7 @@ def _pair_records(ids: dict[int, str], accepted: np.ndarray, scores: np.ndarray,
     rank among the ids) and records are made as they are written, for thousands of copies of one text verify
     millions of pairs, whose records as Python dicts took gigabytes."""
     numbers = np.array(sorted(ids), dtype=np.int64)
-    names = sorted(ids.values())
+    names = np.array(sorted(ids.values()), dtype=object)
     rank = np.empty(len(numbers), np.int64)
     rank[sorted(range(len(numbers)), key=lambda i: ids[int(numbers[i])])] = np.arange(len(numbers))
     ra, rb = (rank[np.searchsorted(numbers, accepted[:, i])] for i in (0, 1))
@@ -157,7 +156,4 @@ def _pair_records(ids: dict[int, str], accepted: np.ndarray, scores: np.ndarray,
     order = np.lexsort((hi, lo, -scores[:, 0])) if len(accepted) else np.empty(0, np.int64)
     for start in range(0, len(order), VERIFY_CHUNK):
         at = order[start:start + VERIFY_CHUNK]
-        for a, b, (similarity, estimate), (inter, union) in zip(lo[at].tolist(), hi[at].tolist(),
-                                                                scores[at].tolist(), sizes[at].tolist()):
-            yield {"a": names[a], "b": names[b], "jaccard": similarity, "estimate": estimate, "intersection": inter,
-                   "union": union}
+        yield from pair_records(names[lo[at]].tolist(), names[hi[at]].tolist(), scores[at], sizes[at])

@@ -14,17 +14,23 @@ from .normalise import WORD_RUN, normalise
 from .read import BinaryFile, count_binary
 
 
-def shingle_documents(documents, params: ShingleParams, problems: dict) -> tuple[list[dict], np.ndarray, np.ndarray]:
+def shingle_documents(documents, params: ShingleParams, problems: dict,
+                      tokens: list | None = None) -> tuple[list[dict], np.ndarray, np.ndarray]:
     """Normalise, tokenise and shingle documents: (records, values, offsets), the records (id, size, mtime_ns, sha,
     replaced, shingles: how many shingle hashes are stored for it, repeats counted except for a streamed file) and
-    their shingle hashes as CSR lists (sets.csr_lists). Binary large files found while streaming count in problems."""
+    their shingle hashes as CSR lists (sets.csr_lists). Binary large files found while streaming count in problems.
+
+    A document read whole keeps its shingle hashes in text order: values[offsets[d] + i] is the hash of the
+    k-shingle that starts at its token i (it has none with fewer than k tokens). Given a list, tokens receives
+    each document's tokens (its normalised text cut into words or characters; None for a streamed document), for
+    compare --explain."""
     char_hasher = CodePointHasher()
 
-    def token_hashes(texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    def token_hashes(texts: list[str], positions: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
         if params.unit == "word":
-            return word_hashes(texts, positions=False)[:2]
+            return word_hashes(texts, positions=positions)
         hashed = [char_hasher.hash_text(t) for t in texts]
-        return (np.concatenate(hashed) if hashed else np.empty(0, np.uint32)), np.array([len(h) for h in hashed])
+        return (np.concatenate(hashed) if hashed else np.empty(0, np.uint32)), np.array([len(h) for h in hashed]), None
 
     records: list[dict] = []
     texts: list[str] = []
@@ -42,7 +48,9 @@ def shingle_documents(documents, params: ShingleParams, problems: dict) -> tuple
             texts.append(normalise(doc.text, params))
         records.append({"id": doc.id, "size": doc.size, "mtime_ns": doc.mtime_ns, "sha": doc.sha,
                         "replaced": doc.replaced, **extra})
-    all_tokens, lengths = token_hashes(texts)
+    all_tokens, lengths, spans = token_hashes(texts, positions=tokens is not None)
+    if tokens is not None:
+        tokens.extend(_tokens(texts, params.unit, np.asarray(lengths, np.int64), spans, {d for d, _ in streamed}))
     doc_index, hashes = kgram_hashes(all_tokens, np.asarray(lengths, np.int64), params.k)
     if streamed:
         doc_index = np.concatenate([doc_index, *(np.full(len(h), d, np.int64) for d, h in streamed)])
@@ -51,6 +59,21 @@ def shingle_documents(documents, params: ShingleParams, problems: dict) -> tuple
     for record, n in zip(records, np.diff(offsets).tolist()):
         record["shingles"] = n
     return records, values, offsets
+
+
+def _tokens(texts: list[str], unit: str, counts: np.ndarray, spans: np.ndarray | None, streamed: set[int]) -> list:
+    """Each text's tokens (None for the streamed ones): its characters, or its words cut at spans ((starts, ends) of
+    each word in the texts joined by NUL, as word_hashes gives them)."""
+    if unit != "word":
+        return [None if d in streamed else list(text) for d, text in enumerate(texts)]
+    assert spans is not None  # word_hashes gives them with positions=True
+    text_start = np.r_[0, np.cumsum([len(text) + 1 for text in texts])]
+    word_start = np.r_[0, np.cumsum(counts)]
+    out: list = []
+    for d, text in enumerate(texts):
+        starts, ends = (spans[:, word_start[d]:word_start[d + 1]] - text_start[d]).tolist()
+        out.append(None if d in streamed else [text[a:b] for a, b in zip(starts, ends)])
+    return out
 
 
 def _streamed_shingles(pieces, params: ShingleParams, hash_tokens) -> np.ndarray:
