@@ -19,5 +19,6 @@ class ParameterError(NearDupError):
     """Option values that do not fit together."""
 
 
-class ClusterError(NearDupError):
-    """The Dask cluster cannot be reached or used, or lost work it could not redo."""
+class EngineError(NearDupError):
+    """The engine that runs the tasks failed: a Dask scheduler or its workers cannot be reached or used, or lost
+    work they could not redo; or a local worker process died."""

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     pass
 from .. import __version__
 from ..config import FORMAT, default_jobs
-from ..errors import ClusterError, ParameterError
+from ..errors import EngineError, ParameterError
 from .progress import _progress_bar
 
 
@@ -31,8 +31,9 @@ class DaskEngine:
     a one-line error.
     """
 
-    def __init__(self, client, address: str, progress: bool = False, cluster=None):
-        self.client, self.address, self.progress, self.cluster = client, address, progress, cluster
+    def __init__(self, client, address: str, progress: bool = False, started=None):
+        # started: the distributed.LocalCluster this engine started (local:N), which close() stops
+        self.client, self.address, self.progress, self.started = client, address, progress, started
 
     @classmethod
     def connect(cls, scheduler: str | None, scheduler_file: str | None, progress: bool = False,
@@ -50,29 +51,29 @@ class DaskEngine:
         # Errors reach the user as nearDup's one line; Dask's own log lines (reconnecting, a worker restarted)
         # belong in the scheduler's and workers' logs, not on the client's stderr.
         logging.getLogger("distributed").setLevel(logging.CRITICAL)
-        cluster = None
+        started = None
         if scheduler is not None and (scheduler == "local" or scheduler.startswith("local:")):
             workers = _local_workers(scheduler)
-            # Dask's nannies give workers MALLOC_TRIM_THRESHOLD_=65536, which makes glibc map and unmap every
-            # large numpy array: the shingle and signature kernels ran 1.4x and 2.4x slower. Not for our workers.
+            # Dask's nannies give workers MALLOC_TRIM_THRESHOLD_=65536: glibc then maps and unmaps every large
+            # numpy array, which slows the shingle and signature kernels (README). Not for our workers.
             with dask.config.set({"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None}):
-                cluster = distributed.LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                started = distributed.LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
                                                    dashboard_address=":0", silence_logs=logging.CRITICAL)
-            address = cluster.scheduler_address
+            address = started.scheduler_address
         elif scheduler is not None:
             address = _checked_address(scheduler)
         else:
             assert scheduler_file is not None  # make_engine gives one of the two
             address = _read_scheduler_file(scheduler_file, timeout)
         try:
-            client = distributed.Client(cluster if cluster is not None else address, timeout=timeout,
+            client = distributed.Client(started if started is not None else address, timeout=timeout,
                                         set_as_default=False)
         except (OSError, TimeoutError) as e:
-            if cluster is not None:
-                cluster.close()
-            raise ClusterError(f"cannot connect to the Dask scheduler at {address} ({_one_line(e)}); start one "
-                               f"with `dask scheduler`, or check the address") from None
-        engine = cls(client, address, progress, cluster)
+            if started is not None:
+                started.close()
+            raise EngineError(f"cannot connect to the Dask scheduler at {address} ({_one_line(e)}); start one "
+                              f"with `dask scheduler`, or check the address") from None
+        engine = cls(client, address, progress, started)
         try:
             engine.check(workdir, timeout, log)
         except BaseException:
@@ -87,8 +88,8 @@ class DaskEngine:
         try:
             self.client.wait_for_workers(1, timeout=timeout)
         except (TimeoutError, OSError):
-            raise ClusterError(f"no Dask workers joined the scheduler at {self.address} within {timeout:g} s; start "
-                               f"some with `dask worker {self.address}`") from None
+            raise EngineError(f"no Dask workers joined the scheduler at {self.address} within {timeout:g} s; start "
+                              f"some with `dask worker {self.address}`") from None
         probe = None
         if workdir is not None:  # a file only this run wrote: a worker that sees it sees the client's work dir
             probe = Path(workdir).absolute() / f".worker-probe-{uuid.uuid4().hex}"
@@ -100,20 +101,20 @@ class DaskEngine:
                 probe.unlink(missing_ok=True)
         failed = [w for w, a in answers.items() if not isinstance(a, dict)]
         if failed:
-            raise ClusterError(f"workers at {self.address} cannot import nearDup ({_one_line(answers[failed[0]])} "
-                               f"on {len(failed)} of {len(answers)} workers); install nearDup on every worker")
+            raise EngineError(f"workers at {self.address} cannot import nearDup ({_one_line(answers[failed[0]])} "
+                              f"on {len(failed)} of {len(answers)} workers); install nearDup on every worker")
         other = {w: a for w, a in answers.items() if (a["version"], a["format"]) != (__version__, FORMAT)}
         if other:
             w, a = next(iter(other.items()))
-            raise ClusterError(f"workers at {self.address} run nearDup {a['version']} (data format {a['format']}), "
-                               f"this is {__version__} (format {FORMAT}), e.g. {w}; install the same nearDup on "
-                               f"every worker")
+            raise EngineError(f"workers at {self.address} run nearDup {a['version']} (data format {a['format']}), "
+                              f"this is {__version__} (format {FORMAT}), e.g. {w}; install the same nearDup on "
+                              f"every worker")
         blind = [w for w, a in answers.items() if probe is not None and not a["sees_workdir"]]
         if blind:
             assert workdir is not None  # only a work dir is probed
-            raise ClusterError(f"{len(blind)} of {len(answers)} workers at {self.address} cannot see the work dir "
-                               f"{Path(workdir).absolute()} (e.g. {blind[0]}); it must be on storage shared by "
-                               f"this machine and every worker, at the same path")
+            raise EngineError(f"{len(blind)} of {len(answers)} workers at {self.address} cannot see the work dir "
+                              f"{Path(workdir).absolute()} (e.g. {blind[0]}); it must be on storage shared by "
+                              f"this machine and every worker, at the same path")
         with warnings.catch_warnings():  # newer distributed only warns about mismatches; here they are an error
             warnings.simplefilter("ignore")
             try:
@@ -122,8 +123,8 @@ class DaskEngine:
                 versions = self.client.get_versions()
         mismatched = _mismatches(versions)
         if mismatched:
-            raise ClusterError(f"the Dask cluster at {self.address} runs other versions than this client: "
-                               f"{'; '.join(mismatched)}; install the same versions everywhere")
+            raise EngineError(f"the Dask cluster at {self.address} runs other versions than this client: "
+                              f"{'; '.join(mismatched)}; install the same versions everywhere")
         threads = sum(self.client.nthreads().values())
         log(f"dask: {len(answers)} workers ({threads} threads) at {self.address}")
         trimmed = [a["malloc_trim"] for a in answers.values() if a.get("malloc_trim")]
@@ -168,33 +169,33 @@ class DaskEngine:
     def _fail(self, future, stage: str) -> None:
         """Raise the error of a future that did not finish, unless it finishes after all."""
         if future.status == "cancelled":
-            raise ClusterError(f"{stage}: lost the Dask scheduler at {self.address}; run the same command again "
-                               f"to resume (finished partitions are kept)")
+            raise EngineError(f"{stage}: lost the Dask scheduler at {self.address}; run the same command again "
+                              f"to resume (finished partitions are kept)")
         from distributed import KilledWorker
 
         error = future.exception()  # waits: a result lost with its worker is being computed again
         if error is None:  # and was
             return
         if isinstance(error, KilledWorker):
-            raise ClusterError(f"{stage}: a task was lost with {error.allowed_failures + 1} workers at "
-                               f"{self.address} in turn (out of memory, or a worker without nearDup?); see the "
-                               f"workers' logs, then run the same command again to resume (finished partitions are "
-                               f"kept)") from None
+            raise EngineError(f"{stage}: a task was lost with {error.allowed_failures + 1} workers at "
+                              f"{self.address} in turn (out of memory, or a worker without nearDup?); see the "
+                              f"workers' logs, then run the same command again to resume (finished partitions are "
+                              f"kept)") from None
         if isinstance(error, ImportError) and "nearDup" in str(error):
-            raise ClusterError(f"workers at {self.address} cannot import nearDup ({_one_line(error)}); install "
-                               f"nearDup on every worker") from None
+            raise EngineError(f"workers at {self.address} cannot import nearDup ({_one_line(error)}); install "
+                              f"nearDup on every worker") from None
         raise error  # a NearDupError says what to do; anything else is a bug, as with the local engine
 
     def finish(self) -> None:
         """The run's work is done (the connection is closed with close())."""
 
     def close(self) -> None:
-        """Disconnect; and stop the cluster if this engine started it (local:N)."""
+        """Disconnect; and stop the workers and scheduler if this engine started them (local:N)."""
         with contextlib.suppress(Exception):
             self.client.close()
-        if self.cluster is not None:
+        if self.started is not None:
             with contextlib.suppress(Exception):
-                self.cluster.close()
+                self.started.close()
 
 
 def _worker_facts(probe: str | None) -> dict:
@@ -235,10 +236,10 @@ def _read_scheduler_file(path: str, timeout: float) -> str:
         except (ValueError, KeyError, TypeError):
             problem = "no scheduler address in it"
         except OSError as e:
-            raise ClusterError(f"--scheduler-file {path}: cannot read ({e.strerror})") from None
+            raise EngineError(f"--scheduler-file {path}: cannot read ({e.strerror})") from None
         if time.monotonic() >= deadline:
-            raise ClusterError(f"--scheduler-file {path}: {problem} after {timeout:g} s; start the scheduler with "
-                               f"`dask scheduler --scheduler-file {path}`")
+            raise EngineError(f"--scheduler-file {path}: {problem} after {timeout:g} s; start the scheduler with "
+                              f"`dask scheduler --scheduler-file {path}`")
         time.sleep(0.1)
 
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import concurrent.futures
 from ..config import default_jobs
-from ..errors import ClusterError
+from ..errors import EngineError
 from .progress import _progress_bar
 
 # A pool was torn down (an interrupt, a dead worker): the process should then end without the interpreter's
@@ -72,8 +72,8 @@ class LocalEngine:
                 return [f.result() for f in futures]
             except concurrent.futures.process.BrokenProcessPool:  # killed by hand or by the OOM killer: not a bug
                 self.close(cancel=True)
-                raise ClusterError(f"{desc or fn.__name__}: a worker process died (killed, or out of memory?); run "
-                                   f"the same command again to resume (finished partitions are kept)") from None
+                raise EngineError(f"{desc or fn.__name__}: a worker process died (killed, or out of memory?); run "
+                                  f"the same command again to resume (finished partitions are kept)") from None
             except BaseException:
                 self.close(cancel=True)
                 raise

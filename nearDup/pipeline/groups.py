@@ -17,7 +17,7 @@ from typing import Protocol
 import numpy as np
 
 from ..errors import ParameterError
-from ..kernels.cluster import components, groups_of
+from ..kernels.components import components, groups_of
 from ..text.inputs import under
 
 RULES = ("longest", "shortest", "oldest", "newest", "first", "nocopy", "central", "shallowest", "alpha", "prefer")
