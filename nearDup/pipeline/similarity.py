@@ -24,7 +24,6 @@ from ..kernels.sets import jaccard
 __all__ = ["Shards", "Store", "agreement", "containment", "jaccard", "one_shard", "pair_records", "set_overlap"]
 
 
-
 class Shards(Protocol):
     """Shard p's arrays as shards[p]: a list, or driver.PartitionArrays (which maps each file when asked for)."""
 
