@@ -224,7 +224,6 @@ def test_part_done_holds_only_for_the_same_key_and_intact_files(tmp_path):
     assert work.part_done("band", 3, "k1", suffixes) is None  # no marker yet
     work.mark_part_done("band", 3, "k1", {"docs": 6}, suffixes)
     sizes = {s: work.part("band", 3, s).stat().st_size for s in suffixes}
-    assert sizes == {"npy": 128 + 48, "keys.npy": 128 + 16}  # np.save: a 128-byte header, then the data
     assert work.part_done("band", 3, "k1", suffixes) == {"key": "k1", "files": sizes, "docs": 6}
     assert work.part_done("band", 3, "k2", suffixes) is None  # a stale key
     assert work.part_done("band", 3, "k1", ("npy", "values.npy")) is None  # a file the marker does not know
