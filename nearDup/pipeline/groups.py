@@ -111,7 +111,7 @@ def build_groups(docs: Records, edges: np.ndarray, threshold: float, rules: Keep
         pending = []
         for keeper, members, sim in zip(keepers.tolist(), others, sims):
             if link == "keeper":
-                far = members[sim < threshold]
+                far = members[~(sim >= threshold)]  # an unknown (NaN, replayed) similarity is not a near one
                 members, sim = members[sim >= threshold], sim[sim >= threshold]
                 if len(far) > 1:  # the rest may still be near-duplicates of each other
                     inside = np.isin(edges[:, 0], far) & np.isin(edges[:, 1], far)
@@ -137,7 +137,8 @@ def _strength(n: int, edges: np.ndarray, weights: np.ndarray) -> np.ndarray:
 
 
 def _group(docs, keeper: int, members: np.ndarray, sim: np.ndarray, anchors: set[int]) -> dict:
-    order = sorted(range(len(members)), key=lambda i: (-sim[i], docs[members[i]]["id"]))
+    known = np.nan_to_num(sim, nan=-np.inf)  # best first; an unknown (replayed) similarity last, not anywhere
+    order = sorted(range(len(members)), key=lambda i: (-known[i], docs[members[i]]["id"]))
     rows = [{"id": docs[keeper]["id"], "role": "keeper", "jaccard": 1.0, "doc": keeper,
              "reference": bool(docs[keeper].get("reference"))}]
     rows += [{"id": docs[members[i]]["id"], "jaccard": float(sim[i]), "doc": int(members[i]),
@@ -173,11 +174,11 @@ def _pairwise_bounds(groups: list[dict], docs, edges: np.ndarray, similarity) ->
 def replay_groups(saved: list[dict], threshold: float, rules: KeeperRules, link: str,
                   references: tuple[str, ...] = ()) -> tuple[list[dict], list[dict]]:
     """Groups from saved pairs alone, without reading a document: keeper rules see the files' current size and
-    mtime (os.stat); a similarity not in the pairs is unknown, so the keeper link never keeps such a member.
+    mtime (os.stat); a similarity not in the saved pairs is unknown, so the keeper link never keeps such a member
+    (it is grouped again among the others taken out).
     Returns (groups of the pairs >= threshold, every document named in the saved pairs)."""
     import os
 
-    pairs = [p for p in saved if p["jaccard"] >= threshold]
     ids = sorted({p["a"] for p in saved} | {p["b"] for p in saved})
     index = {doc_id: i for i, doc_id in enumerate(ids)}
     is_reference = under(references)
@@ -190,8 +191,9 @@ def replay_groups(saved: list[dict], threshold: float, rules: KeeperRules, link:
             size, mtime = 0, 0
         docs.append({"id": doc_id, "size": size, "mtime_ns": mtime, "arg": 0, "reference": is_reference(doc_id),
                      "path": os.path.abspath(doc_id)})
-    known = {(min(index[p["a"]], index[p["b"]]), max(index[p["a"]], index[p["b"]])): p["jaccard"] for p in pairs}
-    edges = np.array(sorted(known), dtype=np.int64).reshape(-1, 2)
+    # every similarity the file holds is known (a pair below threshold is no edge, but its Jaccard is not unknown)
+    known = {(min(index[p["a"]], index[p["b"]]), max(index[p["a"]], index[p["b"]])): p["jaccard"] for p in saved}
+    edges = np.array(sorted(pair for pair, j in known.items() if j >= threshold), dtype=np.int64).reshape(-1, 2)
 
     def similarity(a, b):
         return np.array([known.get((min(x, y), max(x, y)), np.nan) for x, y in zip(a.tolist(), b.tolist())])

@@ -2,14 +2,15 @@
 
 Writes text to a stream that encodes with surrogateescape, so ids read from non-UTF-8 file names go back out as
 their original bytes (tsv, csv, fdupes, path lists); JSONL escapes them as \\udcXX (valid JSON; `os.fsencode` of
-the decoded string gives the bytes back); the human format shows them with backslash escapes.
+the decoded string gives the bytes back); the human format shows them, and control and bidi characters, with
+backslash escapes (see visible).
 Knows nothing of click or the work dir.
 """
 from __future__ import annotations
 
-import csv
 import io
 import json
+import re
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
@@ -36,9 +37,25 @@ def human_size(size: int) -> str:
     return plural(size, "byte")
 
 
-def displayable(text: str) -> str:
-    """A string safe for a terminal: undecodable bytes (surrogate escapes) shown as \\xNN."""
-    return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+# what could hide text from a person reading a terminal or a script (or rewrite the terminal: ESC sequences):
+# control characters, bidi controls, line separators, and undecodable bytes (surrogate escapes)
+_HIDDEN = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2066-\u2069\ufeff\udc80-\udcff]")
+_ESCAPED = re.compile(_HIDDEN.pattern[:-1] + r"\\]")  # and backslash, so that the escaped form is unambiguous
+_NAMED = {"\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def visible(text: str) -> str:
+    """text as a reviewer can read it: if it holds a control, bidi or undecodable character, every such character
+    and backslash shown escaped (\\r, \\n, \\t, \\\\, \\xNN for a byte or C1 control, \\uNNNN)."""
+    if not _HIDDEN.search(text):
+        return text
+
+    def escape(m: re.Match) -> str:
+        o = ord(m.group())
+        if 0xDC80 <= o <= 0xDCFF:  # an undecodable byte
+            o -= 0xDC00
+        return _NAMED.get(m.group()) or (f"\\x{o:02x}" if o < 0x100 else f"\\u{o:04x}")
+    return _ESCAPED.sub(escape, text)
 
 
 class Printer:
@@ -125,9 +142,9 @@ class Printer:
 
     # -------------------------------------------------------------------------------- helpers
     def _csv(self, header: list, rows) -> None:
-        writer = csv.writer(self.stream, lineterminator=self.end)
-        writer.writerow(header)
-        writer.writerows(rows)
+        self.stream.write(",".join(header) + self.end)
+        for row in rows:
+            self.stream.write(",".join([_csv_field(v) for v in row]) + self.end)
 
     def _rich(self):
         if self._console is None:
@@ -138,10 +155,20 @@ class Printer:
         return self._console
 
 
+# RFC 4180: a field holding a comma, a quote, CR or LF is quoted. (The csv module of Python < 3.13 left a CR bare,
+# and a LF too with -0: a reader split the record, and the output depended on the Python version.)
+_CSV_QUOTED = re.compile(r'[,"\r\n]')
+
+
+def _csv_field(value) -> str:
+    text = str(value)
+    return '"' + text.replace('"', '""') + '"' if _CSV_QUOTED.search(text) else text
+
+
 def _esc(text: str) -> str:
     from rich.markup import escape
 
-    return escape(displayable(text))
+    return escape(visible(text))
 
 
 def text_stream(binary) -> io.TextIOWrapper:

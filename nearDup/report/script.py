@@ -7,13 +7,12 @@ from __future__ import annotations
 
 import hashlib
 import os
-import re
 import stat
 import zlib
 
 from .. import __version__
 from ..errors import InputError
-from .printer import plural
+from .printer import plural, visible
 
 ACTIONS = ("remove", "move", "link")
 _REVERSED_BITS = bytes(int(f"{i:08b}"[::-1], 2) for i in range(256))
@@ -102,27 +101,6 @@ printf 'done: %s acted, {already}%s skipped, %s failed\\n' "$acted" {already_arg
 [ "$skipped" = 0 ]
 """
 
-# what could hide text from a person reading the script: control characters, bidi controls, line separators,
-# and undecodable bytes (surrogate escapes)
-_HIDDEN = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2066-\u2069\ufeff\udc80-\udcff]")
-_ESCAPED = re.compile(_HIDDEN.pattern[:-1] + r"\\]")  # and backslash, so that the escaped form is unambiguous
-_NAMED = {"\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
-
-
-def visible(text: str) -> str:
-    """text as a reviewer can read it: if it holds a control, bidi or undecodable character, every such character
-    and backslash shown escaped (\\r, \\n, \\t, \\\\, \\xNN for a byte or C1 control, \\uNNNN)."""
-    if not _HIDDEN.search(text):
-        return text
-
-    def escape(m: re.Match) -> str:
-        o = ord(m.group())
-        if 0xDC80 <= o <= 0xDCFF:  # an undecodable byte
-            o -= 0xDC00
-        return _NAMED.get(m.group()) or (f"\\x{o:02x}" if o < 0x100 else f"\\u{o:04x}")
-    return _ESCAPED.sub(escape, text)
-
-
 class _Changed(Exception):
     """A file is not as the scan saw it, or not one the script may act on; the message says how."""
 
@@ -196,7 +174,7 @@ def make_script(groups: list[dict], docs: dict[str, dict], action: str, quaranti
                 lines.append(f"# skipped, {e}")
                 continue
             words = [*keeper_args, *dup_args, *extra]
-            if any(_HIDDEN.search(w) for w in words):
+            if any(visible(w) != w for w in words):
                 hidden += 1
                 lines.append(f"# WARNING: names with control, bidi or undecodable characters, shown escaped: "
                              f"{visible(dup_args[0])} (keeper {visible(keeper_args[0])})")

@@ -58,6 +58,7 @@ import socket
 import stat
 import sys
 import time
+import zipfile
 from pathlib import Path
 from typing import Any, cast
 
@@ -530,7 +531,7 @@ class WorkDir:
                 return {f: data[f] for f in data.files}
         except FileNotFoundError:
             raise WorkDirError(f"{path}: missing; re-run the {stage} stage (or use --force)") from None
-        except (ValueError, OSError, EOFError, KeyError):
+        except (ValueError, OSError, EOFError, KeyError, zipfile.BadZipFile):  # .npz is a zip: damage shows there
             raise WorkDirError(f"{path}: corrupt or truncated; re-run the {stage} stage (or use --force)") from None
 
     def save_json(self, path: Path, obj) -> None:

@@ -1,0 +1,370 @@
+"""The work dir without the CLI: the manifest and its transactions, clean-up, shard markers, atomic writes, and what
+a damaged or crafted file turns into (one WorkDirError line, never a traceback or a half-written file)."""
+from __future__ import annotations
+
+import errno
+import json
+import os
+
+import numpy as np
+import pytest
+
+from nearDup import __version__
+from nearDup.config import FORMAT
+from nearDup.errors import WorkDirError
+from nearDup.store import workdir as store
+from nearDup.store.workdir import MANIFEST, WorkDir, atomic_file
+
+KEY = "abcdef0123456789abcdef0123456789"
+VERIFY = {"key": KEY, "upstream": "u" * 32, "files": {"pairs.npy": 144}, "params": {"threshold": 0.8},
+          "stats": {"pairs": 3}}  # a verify record of the shape the manifest check wants
+
+
+def one_line(error: pytest.ExceptionInfo, *needles: str) -> str:
+    message = str(error.value)
+    assert "\n" not in message and all(n in message for n in needles), message
+    return message
+
+
+def entries(folder) -> list[str]:
+    return sorted(os.listdir(folder))
+
+
+# ------------------------------------------------------------------------------------------ the manifest
+
+def test_a_new_work_dir_has_an_empty_manifest_until_a_stage_is_recorded(tmp_path):
+    work = WorkDir(tmp_path / "w")
+    assert work.read_manifest() == {"format": FORMAT, "version": __version__, "stages": {}}
+    assert not (tmp_path / "w" / MANIFEST).exists() and work.stage("verify") is None and work.usable()
+    work.record_stage("verify", VERIFY)
+    work.set(index=True, reported=2)
+    on_disk = json.loads((tmp_path / "w" / MANIFEST).read_text())
+    assert on_disk == work.read_manifest()
+    record = on_disk["stages"]["verify"]
+    assert {k: v for k, v in record.items() if k not in ("version", "completed")} == VERIFY
+    assert record["version"] == __version__ and record["completed"].endswith("+00:00")  # UTC, to the second
+    assert (on_disk["index"], on_disk["reported"], on_disk["format"]) == (True, 2, FORMAT)
+    assert WorkDir(tmp_path / "w", create=False).stage("verify") == record  # another process reads the same
+
+
+def test_record_stage_replaces_only_its_own_stage(tmp_path):
+    work = WorkDir(tmp_path / "w")
+    work.record_stage("verify", VERIFY)
+    cluster = {"key": "c" * 32, "upstream": KEY, "files": {}, "params": {"link": "keeper"},
+               "stats": {"groups": 1, "documents": 2, "duplicates": 1}}
+    work.record_stage("cluster", cluster)
+    work.record_stage("verify", {**VERIFY, "stats": {"pairs": 5}})
+    stages = work.read_manifest()["stages"]
+    assert sorted(stages) == ["cluster", "verify"]
+    assert stages["verify"]["stats"] == {"pairs": 5} and stages["cluster"]["params"] == {"link": "keeper"}
+
+
+def count_manifest_writes(monkeypatch) -> list[str]:
+    written: list[str] = []
+    real = store.atomic_file
+
+    def counting(path, mode="wb"):
+        if path.name == MANIFEST:
+            written.append(mode)
+        return real(path, mode)
+
+    monkeypatch.setattr(store, "atomic_file", counting)
+    return written
+
+
+def test_a_transaction_keeps_records_in_memory_and_commit_writes_the_manifest_once(tmp_path, monkeypatch):
+    work = WorkDir(tmp_path / "w")
+    work.record_stage("verify", VERIFY)
+    before = (tmp_path / "w" / MANIFEST).read_bytes()
+    written = count_manifest_writes(monkeypatch)
+    work.begin()
+    work.begin()  # a second begin joins the open transaction
+    work.record_stage("verify", {**VERIFY, "stats": {"pairs": 9}})
+    work.record_stage("cluster", {"key": "c" * 32, "upstream": KEY, "files": {}, "params": {"link": "keeper"},
+                                  "stats": {"groups": 0, "documents": 0, "duplicates": 0}})
+    work.set(reported=4)
+    assert written == [] and (tmp_path / "w" / MANIFEST).read_bytes() == before
+    seen = work.read_manifest()  # the open transaction's records in place of the stored ones
+    assert seen["stages"]["verify"]["stats"] == {"pairs": 9} and seen["reported"] == 4 and "cluster" in seen["stages"]
+    assert "cluster" not in WorkDir(tmp_path / "w", create=False).read_manifest()["stages"]  # others see the old
+    work.commit()
+    assert written == ["w"]
+    stored = json.loads((tmp_path / "w" / MANIFEST).read_text())
+    assert stored["stages"]["verify"]["stats"] == {"pairs": 9} and stored["reported"] == 4
+    assert sorted(stored["stages"]) == ["cluster", "verify"]
+    work.commit()  # nothing pending: nothing written
+    work.begin()
+    work.commit()
+    assert written == ["w"]
+
+
+def test_an_interrupted_transaction_leaves_the_manifest_byte_identical(tmp_path):
+    work = WorkDir(tmp_path / "w")
+    work.record_stage("verify", VERIFY)
+    before = {p.name: p.read_bytes() for p in (tmp_path / "w").rglob("*") if p.is_file()}
+    with pytest.raises(KeyboardInterrupt):
+        work.begin()
+        work.record_stage("verify", {**VERIFY, "key": "f" * 32})
+        work.set(index=True)
+        raise KeyboardInterrupt
+    after = {p.name: p.read_bytes() for p in (tmp_path / "w").rglob("*") if p.is_file()}
+    assert after == before and sorted(before) == sorted([MANIFEST, store.MARKER])
+    assert WorkDir(tmp_path / "w", create=False).stage("verify")["key"] == KEY
+
+
+# ------------------------------------------------------------------------------------------ the shape check
+
+def tampered(record: dict, *path_and_value):
+    *path, value = path_and_value
+    manifest = {"format": FORMAT, "version": __version__, "stages": {"verify": json.loads(json.dumps(record))}}
+    target = manifest
+    for key in path[:-1]:
+        target = target[key]
+    target[path[-1]] = value
+    return manifest
+
+
+@pytest.mark.parametrize("change", [
+    ("stages", "verify", "params", "threshold", "0.8"),  # a string for a float
+    ("stages", "verify", "params", "colour", "red"),  # a parameter this nearDup does not know
+    ("stages", "verify", "files", "pairs.npy", 1.5),  # a size that is not an int
+    ("stages", "verify", "stats", "pairs", True),  # a bool is not an int
+    ("stages", "verify", "key", None),
+    ("stages", "verify", "upstream", ["u"]),
+    ("stages", "shingle", {"key": "k"}),  # a record missing almost everything
+    ("reported", "1"),
+    ("stages", []),
+])
+def test_the_manifest_check_refuses_a_tampered_manifest_in_one_line(tmp_path, change):
+    work = WorkDir(tmp_path / "w")
+    work.record_stage("verify", VERIFY)
+    work.read_manifest()  # checked once, then remembered as good: a change must be checked again
+    text = json.dumps(tampered(work.stage("verify"), *change))
+    (tmp_path / "w" / MANIFEST).write_text(text)
+    for reader in (work, WorkDir(tmp_path / "w", create=False)):
+        with pytest.raises(WorkDirError) as e:
+            reader.read_manifest()
+        one_line(e, f"{tmp_path / 'w' / MANIFEST}: manifest is corrupt", "--force")
+        assert not reader.usable()
+    with pytest.raises(WorkDirError):
+        work.record_stage("cluster", {"key": "c"})  # refused, not merged into what it cannot read
+    assert (tmp_path / "w" / MANIFEST).read_text() == text
+
+
+@pytest.mark.parametrize("text", ["", "{", "[1, 2]", '{"format": 4, "version": "x"}', "\udce9"])
+def test_a_manifest_that_is_not_one_is_named_corrupt(tmp_path, text):
+    work = WorkDir(tmp_path / "w")
+    (tmp_path / "w" / MANIFEST).write_bytes(text.encode("utf-8", "surrogateescape"))
+    with pytest.raises(WorkDirError) as e:
+        work.read_manifest()
+    one_line(e, "manifest is corrupt; re-run with --force to rebuild the work dir")
+
+
+def test_another_format_is_named_with_both_versions(tmp_path):
+    work = WorkDir(tmp_path / "w")
+    (tmp_path / "w" / MANIFEST).write_text(json.dumps({"format": FORMAT - 1, "version": "0.0.1", "stages": {}}))
+    with pytest.raises(WorkDirError) as e:
+        work.stage("verify")
+    one_line(e, "written by nearDup 0.0.1 (format", f"{FORMAT - 1}), this is {__version__} (format {FORMAT})",
+             "--force")
+
+
+# ------------------------------------------------------------------------------------------ clean-up
+
+def test_collect_garbage_removes_only_unlisted_files_with_nearDups_names(tmp_path):
+    work = WorkDir(tmp_path / "w")
+    files = {
+        "signature/part-00001.npy": True,  # a listed shard
+        "signature/part-00001.done.json": True,
+        "signature/part-00000.npy": False,  # an earlier shard no record lists
+        "signature/part-00002.npy": False,
+        "signature/part-00007.npy": True,  # at or past next_shard: a run not yet committed writes it
+        "signature/.part-00000.npy.host.123.tmp": True,  # another process's temporary file
+        "signature/notes.txt": True,  # not a name nearDup gives
+        "signature/part-1.npy": True,
+        "verify/abcdef012345.pairs.npy": True,  # listed under the record's key
+        "verify/abcdef012345.scores.npy": False,  # the record's key, but not one of its files
+        "verify/0123456789ab.pairs.npy": False,  # another key's output
+        "verify/0123456789ab.pairs.odt": True,  # not nearDup's suffix
+        "band/part-00000.npy": True,  # a stage with no record is left alone
+    }
+    for name in files:
+        (tmp_path / "w" / name).parent.mkdir(exist_ok=True)
+        (tmp_path / "w" / name).write_bytes(b"x")
+    work.collect_garbage({
+        "signature": {"key": KEY, "shards": [1], "next_shard": 3},
+        "verify": {"key": KEY, "files": {"pairs.npy": 1}},
+    })
+    assert {name: (tmp_path / "w" / name).exists() for name in files} == files
+
+
+def test_recording_a_stage_collects_what_its_old_record_listed(tmp_path):
+    work = WorkDir(tmp_path / "w")
+    old = work.output("verify", "pairs.npy", KEY)
+    old.write_bytes(b"old")
+    work.record_stage("verify", VERIFY)
+    assert old.exists()
+    new_key = "0" * 32
+    work.output("verify", "pairs.npy", new_key).write_bytes(b"new")
+    work.begin()
+    work.record_stage("verify", {**VERIFY, "key": new_key})
+    assert old.exists()  # never inside a transaction: the stored record still lists it
+    work.commit()
+    assert not old.exists() and entries(tmp_path / "w" / "verify") == ["000000000000.pairs.npy"]
+
+
+# ------------------------------------------------------------------------------------------ shard markers
+
+def test_part_done_holds_only_for_the_same_key_and_intact_files(tmp_path):
+    work = WorkDir(tmp_path / "w")
+    assert work.part("band", 12, "npy").name == "part-00012.npy"
+    assert work.output("verify", "pairs.npy", KEY).name == "abcdef012345.pairs.npy"
+    work.save_array(work.part("band", 3, "npy"), np.arange(6, dtype=np.uint64))
+    work.save_array(work.part("band", 3, "keys.npy"), np.arange(2, dtype=np.int64))
+    suffixes = ("npy", "keys.npy")
+    assert work.part_done("band", 3, "k1", suffixes) is None  # no marker yet
+    work.mark_part_done("band", 3, "k1", {"docs": 6}, suffixes)
+    sizes = {s: work.part("band", 3, s).stat().st_size for s in suffixes}
+    assert work.part_done("band", 3, "k1", suffixes) == {"key": "k1", "files": sizes, "docs": 6}
+    assert work.part_done("band", 3, "k2", suffixes) is None  # a stale key
+    assert work.part_done("band", 3, "k1", ("npy", "values.npy")) is None  # a file the marker does not know
+    with open(work.part("band", 3, "npy"), "r+b") as f:
+        f.truncate(100)
+    assert work.part_done("band", 3, "k1", suffixes) is None  # truncated
+    work.save_array(work.part("band", 3, "npy"), np.arange(6, dtype=np.uint64))
+    assert work.part_done("band", 3, "k1", suffixes) is not None
+    os.unlink(work.part("band", 3, "keys.npy"))
+    assert work.part_done("band", 3, "k1", suffixes) is None  # missing
+    work.part("band", 3, "done.json").write_text('{"key": "k1", "fi')
+    assert work.part_done("band", 3, "k1", ()) is None  # a marker cut short
+
+
+# ------------------------------------------------------------------------------------------ atomic writes
+
+def test_atomic_file_replaces_the_file_only_when_the_block_succeeds(tmp_path):
+    path = tmp_path / "data.npy"
+    path.write_bytes(b"old")
+    with pytest.raises(RuntimeError), atomic_file(path) as f:
+        f.write(b"half of the new")
+        raise RuntimeError("killed mid-write")
+    assert path.read_bytes() == b"old" and entries(tmp_path) == ["data.npy"]
+    with atomic_file(path) as f:
+        f.write(b"new")
+        assert path.read_bytes() == b"old" and len(entries(tmp_path)) == 2  # written beside it, renamed at the end
+    assert path.read_bytes() == b"new" and entries(tmp_path) == ["data.npy"]
+    with atomic_file(tmp_path / "text.jsonl", "w") as f:  # text: UTF-8, lone surrogates passed through
+        f.write("café \udce9\n")
+    assert (tmp_path / "text.jsonl").read_bytes() == "café ".encode() + b"\xed\xb3\xa9\n"
+
+
+@pytest.mark.parametrize(("code", "says"), [(errno.ENOSPC, "no space left on device; free space"),
+                                            (errno.EROFS, "work dir is not writable"),
+                                            (errno.EACCES, "work dir is not writable")])
+def test_atomic_file_names_a_disk_error_in_one_line_and_keeps_the_old_file(tmp_path, code, says):
+    path = tmp_path / "manifest.json"
+    path.write_bytes(b"{}")
+    with pytest.raises(WorkDirError) as e, atomic_file(path) as f:
+        f.write(b"partial")
+        raise OSError(code, os.strerror(code))
+    one_line(e, f"{path}: ", says)
+    assert path.read_bytes() == b"{}" and entries(tmp_path) == ["manifest.json"]
+
+
+# ------------------------------------------------------------------------------------------ reading back
+
+def npy_bytes(descr: str, shape: str, data: bytes) -> bytes:
+    """A format 1.0 .npy file written by hand: magic, version, header length, header padded to 64 bytes."""
+    header = f"{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape}, }}".encode()
+    header += b" " * (63 - (10 + len(header)) % 64) + b"\n"
+    return b"\x93NUMPY\x01\x00" + len(header).to_bytes(2, "little") + header + data
+
+
+def test_load_array_reads_a_hand_written_npy_with_or_without_mmap(tmp_path):
+    work = WorkDir(tmp_path / "w")
+    path = work.part("signature", 0, "npy")
+    path.write_bytes(npy_bytes("<u4", "(2, 3)", np.arange(6, dtype="<u4").tobytes()))
+    for mmap in (False, True):
+        array = work.load_array(path, "signature", mmap=mmap)
+        assert array.dtype == np.uint32 and array.tolist() == [[0, 1, 2], [3, 4, 5]]
+    assert not work.load_array(path, "signature", mmap=True).flags.writeable
+    path.write_bytes(npy_bytes("<i8", "(0, 2)", b""))
+    assert work.load_array(path, "signature", mmap=True).shape == (0, 2)
+
+
+@pytest.mark.parametrize("content", [
+    npy_bytes("<u4", "(2, 3)", np.arange(5, dtype="<u4").tobytes()),  # a value short
+    npy_bytes("<u4", "(2, 3)", np.arange(7, dtype="<u4").tobytes()),  # one too many
+    npy_bytes("<i8", "(9223372036854775807, 4)", b"\0" * 64),  # a shape whose size overflows
+    npy_bytes("|O", "(2,)", b"\0" * 16),  # objects: never unpickled
+    npy_bytes("<u4", "(2, 3)", b"")[:-20],  # a header cut short
+    b"\x93NUMPY\x01\x00\xff\xff{'descr'",  # a header length past the end
+    b"not an npy file at all",
+    b"",
+])
+@pytest.mark.parametrize("mmap", [False, True])
+def test_load_array_turns_a_damaged_or_crafted_npy_into_one_line(tmp_path, content, mmap):
+    work = WorkDir(tmp_path / "w")
+    path = work.part("signature", 4, "npy")
+    path.write_bytes(content)
+    with pytest.raises(WorkDirError) as e:
+        work.load_array(path, "signature", mmap=mmap)
+    one_line(e, f"{path}: corrupt or truncated; re-run the signature stage (or use --force)")
+    with pytest.raises(WorkDirError) as e:
+        work.load_array(work.part("signature", 5, "npy"), "signature", mmap=mmap)
+    one_line(e, "part-00005.npy: missing; re-run the signature stage")
+
+
+def test_tables_and_jsonl_round_trip(tmp_path):
+    work = WorkDir(tmp_path / "w")
+    columns = {"id": np.array([b"a", "é\udce9".encode("utf-8", "surrogatepass")]), "n": np.array([1, -2**62]),
+               "score": np.array([0.5, 1 / 3]), "sig": np.arange(6, dtype=np.uint32).reshape(2, 3)}
+    path = work.output("shingle", "catalog.npz", KEY)
+    work.save_table(path, columns)
+    loaded = work.load_table(path, "shingle")
+    assert sorted(loaded) == sorted(columns)
+    for name, column in columns.items():
+        assert loaded[name].dtype == column.dtype and np.array_equal(loaded[name], column)
+    records = [{"b": 1, "a": "café", "id": "x\udce9"}, {"nested": {"z": [1, 2.5, None]}, "t": True}, {}]
+    jsonl = work.output("verify", "pairs.jsonl", KEY)
+    work.save_jsonl(jsonl, records)
+    first = '{"a": "café", "b": 1, "id": "x\udce9"}'.encode("utf-8", "surrogatepass")  # keys sorted, not escaped
+    assert jsonl.read_bytes().splitlines()[0] == first
+    assert work.load_jsonl(jsonl, "verify") == records == list(work.iter_jsonl(jsonl, "verify"))
+
+
+def cut(data: bytes) -> bytes:
+    return data[:len(data) // 2 + 3]
+
+
+def zero_end(data: bytes) -> bytes:
+    """Same size, last 22 bytes zeroed: a zip's end-of-directory record, the last line of a JSONL file."""
+    return data[:-22] + b"\0" * 22
+
+
+def flip_middle(data: bytes) -> bytes:
+    """Same size, one bit flipped in the middle: inside a zip member's data, its CRC no longer holds."""
+    middle = len(data) // 2
+    return data[:middle] + bytes([data[middle] ^ 1]) + data[middle + 1:]
+
+
+@pytest.mark.parametrize(("what", "damage"), [("table", cut), ("table", zero_end), ("table", flip_middle),
+                                              ("jsonl", cut), ("jsonl", zero_end), ("iter", cut), ("iter", zero_end)])
+def test_damaged_tables_and_jsonl_are_one_line(tmp_path, what, damage):
+    """A damaged .npz (a zip) gave `internal error: BadZipFile` from every run on the index, and from query."""
+    work = WorkDir(tmp_path / "w")
+    if what == "table":
+        path = work.output("shingle", "catalog.npz", KEY)
+        work.save_table(path, {"n": np.arange(1000), "id": np.array([b"x" * 20] * 100)})
+        load = lambda p: work.load_table(p, "shingle")
+    else:
+        path = work.output("verify", "pairs.jsonl", KEY)
+        work.save_jsonl(path, [{"a": i} for i in range(100)])
+        load = (lambda p: work.load_jsonl(p, "verify")) if what == "jsonl" else \
+            (lambda p: list(work.iter_jsonl(p, "verify")))
+    path.write_bytes(damage(path.read_bytes()))
+    with pytest.raises(WorkDirError) as e:
+        load(path)
+    one_line(e, f"{path}: corrupt or truncated; re-run the", "(or use --force)")
+    with pytest.raises(WorkDirError) as e:
+        load(path.with_name("0" * 12 + "." + path.name.split(".", 1)[1]))
+    one_line(e, "missing; re-run the")
