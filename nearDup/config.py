@@ -1,4 +1,5 @@
-"""Frozen parameter objects for each stage, and their fingerprints.
+"""Frozen parameter objects for each stage, their fingerprints, and the one step that resolves a run's options into
+them (resolve -> RunConfig): every default, clamp and threshold-to-bands rule is decided here, once.
 
 A stage's key is a digest of its name, the work-dir format, its parameters and the keys of what it consumes, so a
 stored result is reused exactly when it would be recomputed identically.
