@@ -1,4 +1,5 @@
-"""Frozen parameter objects for each stage, and their fingerprints.
+"""Frozen parameter objects for each stage, their fingerprints, and the one step that resolves a run's options into
+them (resolve -> RunConfig): every default, clamp and threshold-to-bands rule is decided here, once.
 
 A stage's key is a digest of its name, the work-dir format, its parameters and the keys of what it consumes, so a
 stored result is reused exactly when it would be recomputed identically.
@@ -9,11 +10,20 @@ import dataclasses
 import hashlib
 import json
 import os
+from typing import TYPE_CHECKING, NoReturn
+
+from .errors import ParameterError
+
+if TYPE_CHECKING:
+    from .store.workdir import WorkDir
 
 FORMAT = 4  # work-dir data format; bump when stored bytes change meaning (hash functions, layouts)
 UNITS = ("word", "char")
 METHODS = ("oph", "permutation")
 DEFAULT_THRESHOLD = 0.8
+# (b, r) are chosen by integrating the S-curve's error areas over [0, t] and [t, 1]: at t = 1 the second is empty and
+# every choice ties, so a threshold of 1 (keep only exact copies of the shingle set) chooses the bands for 0.99.
+BANDING_CEILING = 0.99
 
 
 def digest(*parts) -> str:
@@ -95,3 +105,148 @@ def default_jobs() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # not Linux
         return os.cpu_count() or 1
+
+
+def threshold_or_default(given: float | None, inherited: float | None = None) -> float:
+    """The threshold a stage uses: as given, else what it inherits (the threshold the bands were chosen for, the
+    lowest saved pair of a replay), else DEFAULT_THRESHOLD. The one place the default is decided."""
+    if given is not None:
+        return given
+    return inherited if inherited is not None else DEFAULT_THRESHOLD
+
+
+def banding_threshold(threshold: float) -> float:
+    """The threshold (b, r) are chosen for: the threshold, at most BANDING_CEILING."""
+    return min(threshold, BANDING_CEILING)
+
+
+def choose_bands(num_perm: int, threshold: float | None, bands: int | None, rows: int | None,
+                 work: WorkDir | None = None, stored: bool = False) -> BandParams:
+    """Explicit --bands/--rows (one of them may be derived from num_perm), else (b, r) from the threshold: for an
+    index (work), those it was built with for this threshold and num_perm (its parameters are fixed; choosing
+    again costs ~50 ms, a twentieth of a run that adds a few documents), else lsh.optimal_bands. stored: num_perm
+    is that of the signatures stored in work (the band stage), so the fix for too few is to re-run that stage."""
+    t = threshold_or_default(threshold)
+    if bands and rows:
+        params = BandParams(bands, rows, None)
+    elif bands:
+        params = BandParams(bands, num_perm // bands, None)
+    elif rows:
+        params = BandParams(num_perm // rows, rows, None)
+    else:
+        from .kernels import lsh  # numpy: not imported by `import nearDup`
+
+        params = _index_bands(work, num_perm, t) or BandParams(*lsh.optimal_bands(banding_threshold(t), num_perm), t)
+    if params.bands < 1 or params.rows < 1 or params.bands * params.rows > num_perm:
+        _too_few_permutations(num_perm, bands, rows, work if stored else None)
+    return params
+
+
+def _too_few_permutations(num_perm: int, bands: int | None, rows: int | None, stored: WorkDir | None) -> NoReturn:
+    """Say which of --bands/--rows asks for more than num_perm rows (b x r <= num_perm), and the two fixes."""
+    need = (bands or 1) * (rows or 1)
+    if bands and rows:
+        what = f"--bands {bands} with --rows {rows}"
+        lower = f"lower --bands or --rows so that bands x rows <= {num_perm}"
+    elif bands:
+        what, lower = f"--bands {bands} (one row each at least)", f"lower --bands to at most {num_perm}"
+    else:
+        what, lower = f"--rows {rows} (in one band at least)", f"lower --rows to at most {num_perm}"
+    if stored is None:
+        raise ParameterError(f"{what} needs {need} permutations but --num-perm is {num_perm}; raise --num-perm to "
+                             f"{need} or {lower}")
+    options = " ".join(f"--{name} {value}" for name, value in (("bands", bands), ("rows", rows)) if value)
+    raise ParameterError(f"{what} needs {need} permutations but the stored signatures have {num_perm}; {lower}, or "
+                         f"re-run the signature stage with more: `neardup -w {stored.root} signature --num-perm "
+                         f"{need} band {options}`")
+
+
+def _index_bands(work: WorkDir | None, num_perm: int, threshold: float) -> BandParams | None:
+    """The band parameters an index chose for this threshold and num_perm, if it is an index that did."""
+    manifest = work.read_manifest() if work is not None else {}
+    if not manifest.get("index"):
+        return None
+    band_record, signature_record = (manifest["stages"].get(name) for name in ("band", "signature"))
+    if band_record is None or signature_record is None or signature_record["params"]["num_perm"] != num_perm \
+            or band_record["params"].get("threshold") != threshold:
+        return None
+    return BandParams(**band_record["params"])
+
+
+@dataclasses.dataclass(frozen=True)
+class RunConfig:
+    """Every parameter of a run, resolved once (resolve) and frozen: the stages receive these values and decide
+    none of them again. The bands are chosen from the threshold when the work dir is known (band), since an index
+    keeps the choice it made."""
+
+    source: SourceParams
+    shingle: ShingleParams
+    signature: SignatureParams
+    candidates: CandidateParams
+    verify: VerifyParams
+    cluster: ClusterParams
+    threshold: float | None = None  # as given: None is the default, or the threshold an index's bands were chosen for
+    bands: int | None = None
+    rows: int | None = None
+    references: tuple[str, ...] = ()
+
+    def band(self, work: WorkDir | None = None) -> BandParams:
+        """(b, r): as given, an index's stored choice, or chosen from the threshold (choose_bands)."""
+        return choose_bands(self.signature.num_perm, self.threshold, self.bands, self.rows, work)
+
+
+# The bounds of each numeric option (the command line's click types say the same), as (low, high) inclusive.
+RANGES = {"k": (1, 64), "num_perm": (1, 8192), "seed": (0, 2**63 - 1), "bands": (1, None), "rows": (1, None),
+          "max_bucket": (2, None), "min_shingles": (0, None), "min_size": (0, None), "partition_docs": (1, None)}
+CHOICES = {"unit": UNITS, "whitespace": ("collapse", "remove"), "minhash": METHODS, "link": ("keeper", "connected")}
+
+
+def resolve(*, unit: str = "word", k: int = 5, whitespace: str = "collapse", strip_punct: bool = False,
+            num_perm: int = 128, seed: int = 1, minhash: str = "oph", threshold: float | None = None,
+            bands: int | None = None, rows: int | None = None, max_bucket: int = 1000, min_shingles: int = 20,
+            min_size: int = 0, link: str = "keeper", keep: str | None = None, prefer: str | None = None,
+            references: tuple[str, ...] | list[str] = (), jsonl: bool = False, id_field: str = "id",
+            text_field: str = "text", strict: bool = False, include: tuple[str, ...] | list[str] = (),
+            exclude: tuple[str, ...] | list[str] = (), hidden: bool = False, follow_links: bool = False,
+            null: bool = False, partition_docs: int = 4000) -> RunConfig:
+    """The options of `run` (the defaults are its defaults) checked and resolved into frozen parameters. Raises
+    ParameterError with the command line's message for a bad value; explicit --bands/--rows are checked against
+    --num-perm here, before any work dir is made."""
+    values = locals()
+    for name, (low, high) in RANGES.items():
+        value = values[name]
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                                  or value < low or (high is not None and value > high)):
+            bounds = f"{low}<=x<={high}" if high is not None else f"x>={low}"
+            raise ParameterError(f"{option_flag(name)}: {value!r} is not in the range {bounds}")
+    for name, choices in CHOICES.items():
+        if values[name] not in choices:
+            raise ParameterError(f"{option_flag(name)}: {values[name]!r} is not one of {', '.join(choices)}")
+    if threshold is not None and (isinstance(threshold, bool) or not isinstance(threshold, (int, float))
+                                  or not 0 < threshold <= 1):  # nan fails both comparisons
+        raise ParameterError(f"--threshold: {threshold!r} is not in the range 0<x<=1")
+    from .pipeline.groups import DEFAULT_RULES, KeeperRules  # the rules live with the grouping they order
+
+    rules = KeeperRules.parse(keep if keep is not None else ",".join(DEFAULT_RULES), prefer)
+    if bands or rows:  # too many for num_perm
+        choose_bands(num_perm, threshold, bands, rows)
+    return RunConfig(
+        source=SourceParams(jsonl=jsonl, id_field=id_field, text_field=text_field, strict=strict,
+                            include=_strings(include), exclude=_strings(exclude), hidden=hidden,
+                            follow_links=follow_links, null=null, partition_docs=partition_docs),
+        shingle=ShingleParams(unit, k, whitespace, strip_punct),
+        signature=SignatureParams(num_perm, seed, minhash),
+        candidates=CandidateParams(max_bucket, min_shingles, min_size),
+        verify=VerifyParams(threshold_or_default(threshold)),
+        cluster=ClusterParams(link, rules.order, rules.prefer),
+        threshold=threshold, bands=bands, rows=rows, references=_strings(references))
+
+
+def _strings(values: str | tuple[str, ...] | list[str]) -> tuple[str, ...]:
+    """A repeatable option's values: one string is one value (not its letters)."""
+    return (values,) if isinstance(values, str) else tuple(values)
+
+
+def option_flag(name: str) -> str:
+    """The command-line option of a parameter: k -> -k, num_perm -> --num-perm."""
+    return "-k" if name == "k" else "--" + name.replace("_", "-")

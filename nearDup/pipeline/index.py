@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..config import option_flag
 from ..errors import ParameterError
 from ..store.workdir import WorkDir
 from .driver import require
@@ -46,7 +47,7 @@ def check_query_parameters(work: WorkDir, given: dict) -> None:
             continue
         stored = record["params"].get("method" if name == "minhash" else name)
         if stored != value:
-            flag = "-k" if name == "k" else "--" + name.replace("_", "-")
+            flag = option_flag(name)
             raise ParameterError(f"{work.root}: this index was built with {flag} {stored}, not {value}; query uses "
                                  f"the index's parameters: drop {flag} or give the index's value")
 

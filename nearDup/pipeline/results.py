@@ -5,9 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ..config import (
-    DEFAULT_THRESHOLD,
-)
+from ..config import threshold_or_default
 from ..kernels import lsh
 from ..store.workdir import STAGES, WorkDir
 from .driver import require
@@ -56,12 +54,8 @@ def recall_warning(work: WorkDir, threshold: float) -> str | None:
 
 def inherited_threshold(work: WorkDir, given: float | None) -> float:
     """--threshold for verify: as given, else the threshold the band stage was chosen for, else the default."""
-    if given is not None:
-        return given
-    record = work.read_manifest()["stages"].get("band")
-    if record and record["params"].get("threshold") is not None:
-        return record["params"]["threshold"]
-    return DEFAULT_THRESHOLD
+    record = work.read_manifest()["stages"].get("band") if given is None else None
+    return threshold_or_default(given, record["params"].get("threshold") if record else None)
 
 
 HEADER_SOURCE = ("jsonl", "id_field", "text_field", "strict", "include", "exclude", "hidden", "follow_links")

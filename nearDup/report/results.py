@@ -5,15 +5,15 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
-from ..config import (
-    ClusterParams,
-)
+from ..config import ClusterParams, threshold_or_default
+from ..errors import InputError
 from ..pipeline.cluster import clusters
 from ..pipeline.driver import Runner
 from ..pipeline.groups import KeeperRules, replay_groups
 from ..pipeline.index import new_documents
 from ..pipeline.results import StoredPairs, resolved_params
 from ..pipeline.shingle import load_docs
+from .pairs import read_pairs
 from .printer import human_size, plural
 
 PATH_LISTS = ("dupes", "keepers", "uniques")
@@ -50,6 +50,22 @@ class Results:
 
 
     @classmethod
+    def of_saved(cls, path: str, threshold: float | None, params: ClusterParams, references,
+                 log: Callable[[str], None]) -> Results:
+        """The pairs saved in path (--replay), at threshold (default: the lowest saved); says on log when the
+        threshold is below what the pairs were saved with."""
+        header: dict = {}
+        saved = read_pairs(path, None, header)
+        lowest = min((p["jaccard"] for p in saved), default=None)
+        t = threshold_or_default(threshold, lowest)
+        floor = header.get("threshold", lowest)
+        if isinstance(floor, (int, float)) and t < floor:  # what was not saved cannot be replayed
+            basis = "the threshold of the run that saved them" if "threshold" in header else "the lowest saved"
+            log(f"warning: {path} holds only pairs with Jaccard >= {floor} ({basis}); --threshold {t} finds no "
+                f"more: run `neardup run ... --threshold {t}` on the documents")
+        return cls.of_replay(saved, t, params, references)
+
+    @classmethod
     def of_replay(cls, saved: list[dict], threshold: float, params: ClusterParams, references) -> Results:
         cache: dict = {}
 
@@ -63,6 +79,43 @@ class Results:
         return cls(pairs, lambda: grouped()["groups"], lambda: grouped()["docs"],
                    params={"threshold": threshold, **dataclasses.asdict(params)},
                    size_of=lambda member: grouped()["docs"][member["doc"]]["size"])
+
+
+@dataclasses.dataclass(frozen=True)
+class Selection:
+    """What --print selects from results: the pairs, the groups (those with a reference document only, for
+    --reference-only; None when only pairs were asked for), and the counts of the JSONL summary."""
+
+    what: str  # pairs, groups, script, dupes, keepers, uniques
+    pairs: list[dict] | StoredPairs
+    groups: list[dict] | None
+    all_groups: list[dict] | None  # before --reference-only
+    counts: dict
+
+    def paths(self, results: Results) -> tuple[list[str], str]:
+        """The paths of a path list (--print dupes, keepers, uniques) and their role."""
+        assert self.groups is not None and self.all_groups is not None  # computed for every --print but pairs
+        if self.what == "uniques":
+            grouped = {m["id"] for g in self.all_groups for m in g["members"]}
+            return [d["id"] for d in results.docs() if d["id"] not in grouped], "unique"
+        role = {"dupes": "duplicate", "keepers": "keeper"}[self.what]
+        return [m["id"] for g in self.groups for m in g["members"] if m["role"] == role], role
+
+
+def select(results: Results, what: str, reference_only: bool = False) -> Selection:
+    """The selection `what` of the results (groups computed only when asked for or --reference-only)."""
+    if what == "script" and results.params.get("jsonl"):
+        raise InputError(JSONL_SCRIPT)
+    all_groups = results.groups() if what != "pairs" or reference_only else None
+    groups = all_groups
+    if reference_only:
+        assert all_groups is not None  # computed for --reference-only
+        groups = [g for g in all_groups if any(m["reference"] for m in g["members"])]
+    counts = {"pairs": len(results.pairs)}
+    if groups is not None:
+        counts.update(groups=len(groups), duplicates=sum(m["role"] == "duplicate" for g in groups
+                                                          for m in g["members"]))
+    return Selection(what, results.pairs, groups, all_groups, counts)
 
 
 def summary_line(pairs: list[dict] | StoredPairs, groups: list[dict] | None, size_of: Callable[[dict], int]) -> str:

@@ -1,0 +1,223 @@
+"""The Python API: find_duplicates and Index, the same pipeline as `neardup run` and `neardup query` with the same
+parameters, checks and results, as typed records. Nothing is printed; what the command line says on stderr goes to
+`log` (default: the logging module's "nearDup" logger, at INFO, silent unless configured).
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import io
+import json
+import logging
+import os
+import tempfile
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from .config import resolve
+from .errors import InputError, ParameterError
+from .pipeline import run as pipeline_run
+from .pipeline.driver import Runner
+from .pipeline.index import check_query_parameters, mark_reported
+from .report.results import Results
+from .store.workdir import WorkDir
+
+Log = Callable[[str], None]
+_LOGGER = logging.getLogger("nearDup")
+
+
+@dataclasses.dataclass(frozen=True)
+class Pair:
+    """A verified pair: ids a < b (for a query: a is the query document), exact Jaccard |A ∩ B| / |A ∪ B| of their
+    shingle sets, the MinHash estimate, and the sizes of the intersection and union."""
+
+    a: str
+    b: str
+    jaccard: float
+    estimate: float
+    intersection: int
+    union: int
+
+
+@dataclasses.dataclass(frozen=True)
+class Member:
+    """A document of a group: its role (keeper, duplicate, reference) and its Jaccard against the keeper."""
+
+    id: str
+    role: str
+    jaccard: float
+    reference: bool
+
+
+@dataclasses.dataclass(frozen=True)
+class Group:
+    """A group of near-duplicates with its keeper (members[0]); min/max_jaccard: the least and most similar pair of
+    members, over "all pairs" (groups up to 200 documents) or "known pairs only" (pairwise); anchored: it holds a
+    document that anchored a bucket larger than max_bucket."""
+
+    group: int
+    keeper: str
+    size: int
+    min_jaccard: float
+    max_jaccard: float
+    pairwise: str
+    anchored: bool
+    members: tuple[Member, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class Result:
+    """What a run found: the pairs (as `run --format jsonl`), the groups (as `run --groups --format jsonl`), the
+    parameters they were made with (the JSONL header's), and how many inputs could not be read (the command line's
+    exit status 2)."""
+
+    pairs: tuple[Pair, ...]
+    groups: tuple[Group, ...]
+    params: dict[str, Any]
+    unreadable: int = 0
+
+
+def find_duplicates(paths: Sequence[str | os.PathLike] | None = None, *, texts: Sequence[str] | None = None,
+                    ids: Sequence[str] | None = None, workdir: str | os.PathLike | None = None,
+                    jobs: int | None = None, scheduler: str | None = None, scheduler_file: str | None = None,
+                    log: Log | None = None, **options: Any) -> Result:
+    """Near-duplicates among the documents under paths (files, folders, JSONL files with jsonl=True), or among
+    texts (ids: their ids, default "0", "1", ...). options are those of `neardup run`, by their Python names:
+    unit, k, whitespace, strip_punct, num_perm, seed, minhash, threshold, bands, rows, max_bucket, min_shingles,
+    min_size, link, keep, prefer, references, jsonl, id_field, text_field, strict, include, exclude, hidden,
+    follow_links. workdir: keep the work there (a later call with the same inputs reads only what changed);
+    default: a temporary one, removed afterwards. Raises a NearDupError (ParameterError, InputError, ...) with
+    the command line's message."""
+    with contextlib.ExitStack() as resources:
+        if texts is not None:
+            if paths is not None:
+                raise ParameterError("give either paths or texts, not both")
+            if set(options) & {"jsonl", "id_field", "text_field"}:
+                raise ParameterError("texts are read as given: jsonl, id_field and text_field do not apply")
+            paths = [_write_texts(texts, ids, resources.enter_context(tempfile.TemporaryDirectory()))]
+            options["jsonl"] = True
+        elif ids is not None:
+            raise ParameterError("ids name texts: give texts=[...] with them")
+        if paths is None:
+            raise ParameterError("give the paths of files or folders, or texts=[...]")
+        if isinstance(paths, (str, os.PathLike)):  # one path, not a sequence of one-letter paths
+            paths = [paths]
+        args = [os.fspath(p) for p in paths]
+        config = resolve(**options)
+        pipeline_run.check_inputs(args)
+        if workdir is None:
+            workdir = resources.enter_context(tempfile.TemporaryDirectory(prefix="neardup-"))
+        engine = pipeline_run.Engine(jobs, scheduler, scheduler_file)
+        runner = pipeline_run.open_runner(os.fspath(workdir), resources, log or _LOGGER.info, engine)
+        last = pipeline_run.run(runner, args, config, groups=True)
+        return _finish(runner, last)
+
+
+class Index:
+    """An incremental index (`neardup run --index DIR`): its parameters are fixed when it is made; add reads only
+    new and changed documents; query finds the indexed near-duplicates of other documents without changing it."""
+
+    def __init__(self, path: str | os.PathLike, options: dict[str, Any], log: Log | None = None,
+                 jobs: int | None = None, scheduler: str | None = None, scheduler_file: str | None = None):
+        self.path, self.options, self.log = os.fspath(path), options, log or _LOGGER.info
+        self.engine = pipeline_run.Engine(jobs, scheduler, scheduler_file)
+        resolve(**options)  # bad values are refused now
+
+    @classmethod
+    def open(cls, path: str | os.PathLike, *, log: Log | None = None, jobs: int | None = None,
+             scheduler: str | None = None, scheduler_file: str | None = None, **options: Any) -> Index:
+        """The index at path (made by the first add). options: those of find_duplicates; for an existing index,
+        any given must equal the index's own (as `run --index` checks), or add(rebuild=True) rebuilds with them."""
+        return cls(path, options, log, jobs, scheduler, scheduler_file)
+
+    def add(self, paths: Sequence[str | os.PathLike], *, new_only: bool = False, rebuild: bool = False) -> Result:
+        """Add the documents under paths to those the index holds (re-reading only new and changed ones; a document
+        gone from its file or folder leaves the index) and return the results over the whole index, as `neardup run
+        --index DIR` with the index's inputs and paths; new_only: only the pairs and groups that involve a document
+        added or changed since the last add (--new-only)."""
+        known = self.inputs()
+        args = [*known, *(p for p in (os.fspath(p) for p in paths) if p not in known)]
+        return self.update(args, new_only=new_only, rebuild=rebuild)
+
+    def update(self, paths: Sequence[str | os.PathLike], *, new_only: bool = False, rebuild: bool = False) -> Result:
+        """Bring the index to exactly the documents under paths: `neardup run --index DIR PATH...` (documents not
+        under paths are removed from it)."""
+        config = resolve(**self.options)
+        args = [os.fspath(p) for p in paths]
+        pipeline_run.check_inputs(args)
+        with contextlib.ExitStack() as resources:
+            runner = pipeline_run.open_runner(self.path, resources, self.log, self.engine, index=True)
+            last = pipeline_run.run(runner, args, config, groups=True, rebuild=rebuild)
+            return _finish(runner, last, new_only)
+
+    def inputs(self) -> list[str]:
+        """The paths the index was last brought up to (not its --reference inputs)."""
+        if not os.path.isdir(self.path):
+            return []
+        record = WorkDir(self.path, create=False).read_manifest()["stages"].get("shingle")
+        return [i["path"] for i in record["inputs"] if not i["reference"]] if record else []
+
+    def query(self, text: str | None = None, *, paths: Sequence[str | os.PathLike] | None = None,
+              threshold: float | None = None) -> list[Pair]:
+        """The indexed near-duplicates of text (its id is "-") or of the documents under paths, as `neardup query
+        --index DIR`: pairs (query document, indexed document) with exact Jaccard >= threshold (default: the
+        index's). The shingle, signature and band options given to open must equal the index's."""
+        if (text is None) == (paths is None):
+            raise ParameterError("give either a text or paths to query")
+        if threshold is not None:
+            resolve(threshold=threshold)
+        args = [os.fspath(p) for p in paths] if paths is not None else []
+        stdin = io.BytesIO(text.encode("utf-8", "surrogateescape")) if text is not None else None
+        work = WorkDir(self.path, create=False)
+        with contextlib.ExitStack() as resources:
+            work.lock(0.0, shared=True)  # waits only for a run writing the index
+            resources.callback(work.release)
+            check_query_parameters(work, {name: value for name, value in self.options.items()
+                                          if name in _QUERY_FIXED})
+            pairs, _ = pipeline_run.query(work, args, stdin, threshold, self.log)
+        return [_pair(p) for p in pairs]
+
+
+_QUERY_FIXED = ("unit", "k", "whitespace", "strip_punct", "num_perm", "seed", "minhash", "bands", "rows")
+
+
+def _write_texts(texts: Sequence[str], ids: Sequence[str] | None, folder: str) -> str:
+    """texts as a JSONL file of {"id", "text"} records (the pipeline reads JSONL like any input)."""
+    if isinstance(texts, str):
+        raise ParameterError("texts: give a list of strings, not one string")
+    names = [str(i) for i in range(len(texts))] if ids is None else [str(i) for i in ids]
+    if len(names) != len(texts):
+        raise ParameterError(f"ids: {len(names)} ids for {len(texts)} texts; give one id per text")
+    if len(set(names)) != len(names):
+        raise ParameterError("ids: every id must be unique")
+    for text in texts:
+        if not isinstance(text, str):
+            raise InputError(f"texts: {type(text).__name__} is not a str")
+    path = os.path.join(folder, "texts.jsonl")
+    with open(path, "w", encoding="utf-8", errors="surrogatepass") as f:
+        for name, text in zip(names, texts):
+            f.write(json.dumps({"id": name, "text": text}) + "\n")
+    return path
+
+
+def _finish(runner: Runner, last: str, new_only: bool = False) -> Result:
+    """The results of a run just done (as the command line reports them), then its work committed."""
+    runner.engine.finish()
+    results = Results.of_workdir(runner, last, new_only)
+    out = Result(tuple(_pair(p) for p in results.pairs), tuple(_group(g) for g in results.groups()),
+                 dict(results.params), runner.soft_errors)
+    mark_reported(runner.work)
+    runner.work.commit()
+    return out
+
+
+def _pair(record: dict) -> Pair:
+    return Pair(record["a"], record["b"], record["jaccard"], record["estimate"], record["intersection"],
+                record["union"])
+
+
+def _group(record: dict) -> Group:
+    members = tuple(Member(m["id"], m["role"], m["jaccard"], m["reference"]) for m in record["members"])
+    return Group(record["group"], record["keeper"], record["size"], record["min_jaccard"], record["max_jaccard"],
+                 record["pairwise"], record["anchored"], members)
+

@@ -1,0 +1,349 @@
+"""The commands: each parses its options into parameters (config.resolve), calls the library, and prints."""
+from __future__ import annotations
+
+import functools
+import json
+import os
+
+import click
+from click.core import ParameterSource
+
+from .. import pipeline
+from ..config import (
+    CandidateParams,
+    SignatureParams,
+    VerifyParams,
+    banding_threshold,
+    choose_bands,
+    resolve,
+    threshold_or_default,
+)
+from ..errors import InputError
+from ..kernels import lsh
+from ..pipeline import run as pipeline_run
+from ..pipeline.band import describe_bands
+from ..pipeline.index import check_query_parameters
+from ..pipeline.results import inherited_threshold, resolved_params
+from ..report.printer import plural
+from ..report.results import JSONL_SCRIPT, Results
+from ..store.workdir import STAGES, WorkDir
+from ..text.read import STREAM_BYTES
+from .app import Output, app_of, log
+from .main import StageCommand
+from .options import (
+    SIGNATURE_DEFAULTS,
+    band_options,
+    candidate_options,
+    cluster_options,
+    common_options,
+    reference_option,
+    refuse_common,
+    script_options,
+    shingle_options,
+    signature_options,
+    source_options,
+    threshold_option,
+    without,
+)
+from .settings import given
+
+stage = functools.partial(click.command, cls=StageCommand)
+
+
+@stage()
+@click.argument("paths", nargs=-1, required=True, type=str)
+@source_options
+@reference_option
+@shingle_options
+@common_options
+@click.pass_context
+def shingle(ctx, paths, unit, k, whitespace, strip_punct, references, **source):
+    """Read documents (files, folders, - for a path list on stdin, or JSONL) into sets of hashed k-shingles."""
+    app = app_of(ctx)
+    runner = app.open(command="shingle")
+    config = resolve(unit=unit, k=k, whitespace=whitespace, strip_punct=strip_punct, null=app.null, **source)
+    pipeline.shingle.run(runner, list(paths), config.source, config.shingle, references=references)
+
+
+@stage()
+@signature_options
+@common_options
+@click.pass_context
+def signature(ctx, num_perm, seed, minhash):
+    """MinHash signatures of the shingle sets."""
+    pipeline.signature.run(app_of(ctx).open(command="signature"), SignatureParams(num_perm, seed, minhash))
+
+
+@stage()
+@band_options
+@common_options
+@click.pass_context
+def band(ctx, threshold, bands, rows):
+    """LSH band keys: b bands of r rows, chosen from --threshold or given."""
+    pipeline.band.run(app_of(ctx).open(command="band"), threshold, bands, rows)
+
+
+@stage()
+@candidate_options
+@common_options
+@click.pass_context
+def candidates(ctx, max_bucket, min_shingles, min_size):
+    """Pairs of documents sharing a bucket in at least one band."""
+    pipeline.candidates.run(app_of(ctx).open(command="candidates"), CandidateParams(max_bucket, min_shingles, min_size))
+
+
+@stage()
+@threshold_option
+@common_options
+@click.pass_context
+def verify(ctx, threshold):
+    """Exact Jaccard of each candidate pair; print those >= --threshold."""
+    app = app_of(ctx)
+    runner = app.open(command="verify")
+    pipeline.verify.run(runner, VerifyParams(inherited_threshold(runner.work, threshold)))
+    app.last = "verify"
+
+
+@stage()
+@cluster_options
+@common_options
+@click.pass_context
+def cluster(ctx, link, keep, prefer):
+    """Duplicate groups from the verified pairs, each with a keeper chosen by --keep rules; print them."""
+    app = app_of(ctx)
+    pipeline.cluster.run(app.open(command="cluster"), resolve(link=link, keep=keep, prefer=prefer).cluster)
+    app.last = "cluster"
+
+
+@stage()
+@click.argument("paths", nargs=-1, type=str)
+@source_options
+@reference_option
+@shingle_options
+@signature_options
+@band_options
+@candidate_options
+@cluster_options
+@click.option("--groups", is_flag=True, help="Print duplicate groups (the same as --print groups).")
+@click.option("--index", type=click.Path(file_okay=False), metavar="DIR",
+              help="Keep the work dir DIR as an index across runs (for cron): only new and changed documents are "
+                   "read; parameters are fixed at creation; a run changes DIR all at once or not at all.")
+@click.option("--new-only", is_flag=True, help="Report only pairs and groups that involve a document added or "
+                                               "changed since the last run that reported.")
+@click.option("--rebuild", is_flag=True, help="Rebuild the index with this run's parameters.")
+@click.option("--replay", type=click.Path(dir_okay=False), metavar="PAIRS.jsonl",
+              help="Re-filter, re-group and re-print saved pairs (jsonl output, or a work dir's "
+                   "verify/KEY.pairs.jsonl) without reading any document.")
+@script_options
+@common_options
+@click.pass_context
+def run(ctx, paths, groups, index, new_only, rebuild, replay, **options):
+    """All stages, from documents to verified pairs (or groups, or paths) on stdout."""
+    app = app_of(ctx)
+    if index:
+        if app.workdir and os.path.abspath(app.workdir) != os.path.abspath(index):
+            raise click.UsageError("give either -w/--workdir or --index, not both")
+        app.options["workdir"] = index
+    app.new_only = new_only
+    if groups and not given(ctx, "select"):  # --groups wins over a --print from the config or environment
+        app.options["select"] = "groups"
+    elif app.fmt == "fdupes" and app.select is None:  # fdupes prints groups, as fdupes does
+        app.options["select"] = "groups"
+    config = resolve(null=app.null, **options)
+    if replay:
+        if paths:
+            raise click.UsageError("--replay reads saved pairs: give no PATH")
+        results = Results.of_saved(replay, options["threshold"], config.cluster, config.references, log)
+        app.last = "cluster" if app.select not in (None, "pairs") else "verify"
+        app.start_output({"replay": replay, "threshold": results.params["threshold"]})
+        ctx.exit(app.report(results))
+    if not paths:
+        raise click.UsageError("give at least one PATH (a file, a folder, or - for paths on stdin), or --replay")
+    if config.source.jsonl and app.select == "script":
+        raise InputError(JSONL_SCRIPT)
+    pipeline_run.check_inputs(list(paths))
+    runner = app.open(pipeline_run.cache_workdir(list(paths), config), "run", index=bool(index))
+    if app.workdir is None:
+        pipeline_run.used_cache(runner, list(paths))
+        app.cached = True
+    app.last = pipeline_run.run(runner, list(paths), config, rebuild=rebuild,
+                                groups=(app.select or "pairs") != "pairs" or app.reference_only)
+
+
+@stage()
+@script_options
+@common_options
+@click.pass_context
+def script(ctx):
+    """Print a reviewable sh script that removes, moves or hard-links the duplicates of the groups (never their
+    keepers or reference documents); `sh script.sh -n` is a dry run."""
+    app = app_of(ctx)
+    app.options["select"] = "script"
+    app.open(command="script")
+    app.last = "cluster"  # reads the stored groups; an error names the stage to run if there are none
+
+
+COMPARE_IGNORES = ("workdir", "jobs", "scheduler", "scheduler_file", "force", "wait_lock", "progress", "select",
+                   "fmt", "null", "exit_code", "reference_only")
+
+
+@stage()
+@click.argument("a", type=click.Path(dir_okay=False))
+@click.argument("b", type=click.Path(dir_okay=False))
+@shingle_options
+@threshold_option
+@click.option("--explain", is_flag=True, help="Show A with the passages it shares with B highlighted.")
+@without(*COMPARE_IGNORES)
+@common_options
+@click.pass_context
+def compare(ctx, a, b, unit, k, whitespace, strip_punct, threshold, explain):
+    """Exact Jaccard and containment of two documents (files; - for the text on stdin); exit 0 if Jaccard >=
+    --threshold, else 1."""
+    app = app_of(ctx)
+    refuse_common(ctx, "compare", COMPARE_IGNORES)
+    threshold = threshold_or_default(threshold)
+    # "-": the text on stdin
+    result = pipeline.compare.run(a, b, resolve(unit=unit, k=k, whitespace=whitespace, strip_punct=strip_punct).shingle,
+                                  explain and not app.quiet)
+    if not app.quiet:
+        lines = [f"jaccard\t{result['jaccard']:.4f}",
+                 f"containment\t{result['containment_a_in_b']:.4f}\t(A in B)",
+                 f"containment\t{result['containment_b_in_a']:.4f}\t(B in A)",
+                 f"shingles\t{result['shingles_a']}\t{result['shingles_b']}\t{result['shared']} shared"]
+        click.echo("\n".join(lines))
+        if explain:
+            _explain(app.output, result, unit)
+    ctx.exit(0 if result["jaccard"] >= threshold else 1)
+
+
+def _explain(output: Output, result: dict, unit: str) -> None:
+    from rich.console import Console
+    from rich.text import Text
+
+    tokens, sep = result["tokens_a"], " " if unit == "word" else ""
+    if tokens is None:  # streamed: its tokens are never all in memory
+        log(f"--explain: {result['a']} is larger than {STREAM_BYTES >> 20} MB; its shared passages are shown "
+             f"for smaller files only")
+        return
+    text, position = Text(), 0
+    for start, end in result["passages"] + [(len(tokens), len(tokens))]:
+        text.append(sep.join(tokens[position:start]) + (sep if start > position else ""))
+        if end > start:
+            shared = sep.join(tokens[start:end])
+            text.append(shared if output.use_color() else f"[[{shared}]]", style="bold yellow")
+            text.append(sep)
+        position = end
+    click.echo(f"shared passages of A: {len(result['passages'])} (covering "
+               f"{sum(e - s for s, e in result['passages'])} of {plural(len(tokens), unit)})")
+    Console(force_terminal=output.use_color(), no_color=not output.use_color(), highlight=False, soft_wrap=True,
+            emoji=False).print(text, markup=False)
+
+
+QUERY_IGNORES = ("workdir", "jobs", "scheduler", "scheduler_file", "force", "progress", "reference_only")
+
+
+@stage()
+@click.argument("paths", nargs=-1, type=str)
+@click.option("--index", type=click.Path(file_okay=False), metavar="DIR", required=True,
+              help="The index (or any work dir) to search.")
+@shingle_options
+@signature_options
+@band_options
+@without(*QUERY_IGNORES)
+@common_options
+@click.pass_context
+def query(ctx, paths, index, threshold, **fixed):
+    """Near-duplicates in an index of the given files (or of the text on stdin, with no PATH or -), with their
+    scores; the index is only read. Each pair is (query document, indexed document). Shingle, signature and band
+    options are those of the index: given (a cron script's option list), they must equal its own."""
+    app = app_of(ctx)
+    refuse_common(ctx, "query", QUERY_IGNORES)
+    if app.select not in (None, "pairs") or app.fmt == "fdupes":
+        raise click.UsageError("query prints pairs: --print pairs is the only choice, and --format fdupes (groups) "
+                               "does not apply")
+    work = WorkDir(index, create=False)
+    work.lock(app.wait_lock, shared=True)  # waits only for a run writing the index
+    ctx.find_root().call_on_close(work.release)
+    check_query_parameters(work, {name: value for name, value in fixed.items()
+                                         if ctx.get_parameter_source(name) not in (None, ParameterSource.DEFAULT)})
+    pairs, soft = pipeline_run.query(work, list(paths), None, threshold, log)
+    app.last = "verify"
+    app.start_output({k: v for k, v in ctx.params.items() if v not in (None, (), False) and k != "index"})
+    resolved = {**resolved_params(work, "band"), "threshold": inherited_threshold(work, threshold)}
+    ctx.exit(app.report(Results(pairs, list, list, soft, resolved)))
+
+
+@stage()
+@band_options
+@click.option("--num-perm", type=click.IntRange(1, 8192), default=SIGNATURE_DEFAULTS.num_perm, show_default=True)
+def tune(threshold, bands, rows, num_perm):
+    """Show the bands and rows chosen for a threshold, and the S-curve P(s) = 1 - (1 - s^r)^b behind them."""
+    params = choose_bands(num_perm, threshold, bands, rows)
+    b, r = params.bands, params.rows
+    t = params.threshold
+    lines = [f"num_perm {num_perm}: b = {plural(b, 'band')} x r = {plural(r, 'row')}"
+             + (f", chosen for threshold {t}" if t else "")]
+    lines.append(describe_bands(params, num_perm))
+    if t:
+        fp, fn = lsh.error_areas(banding_threshold(t), [b], [r])
+        lines.append(f"false-positive area (s < {t}) {fp[0]:.4f}; false-negative area (s >= {t}) {fn[0]:.4f}")
+    lines.append("s\tP(candidate)")
+    for i in range(1, 10):
+        lines.append(f"{i / 10:.1f}\t{float(lsh.s_curve(i / 10, b, r)):.4f}")
+    click.echo("\n".join(lines))
+
+
+INSPECT_IGNORES = ("jobs", "scheduler", "scheduler_file", "force", "wait_lock", "progress", "select", "fmt", "null",
+                   "color", "quiet", "exit_code", "reference_only")
+
+
+@stage()
+@click.argument("paths", nargs=-1, type=str)
+@source_options
+@shingle_options
+@without(*INSPECT_IGNORES)
+@common_options
+@click.pass_context
+def inspect(ctx, paths, unit, k, whitespace, strip_punct, **source):
+    """What each stage of the work dir holds, with which parameters, and whether it is up to date. The work dir
+    is -w DIR, or the cache work dir `run PATH...` made for the same PATHs and source and shingle options."""
+    app = app_of(ctx)
+    refuse_common(ctx, "inspect", INSPECT_IGNORES)
+    if app.workdir and paths:
+        raise click.UsageError("give either -w/--workdir or the PATHs `run` was given, not both")
+    if paths:
+        config = resolve(unit=unit, k=k, whitespace=whitespace, strip_punct=strip_punct, null=app.null, **source)
+        found = pipeline_run.cache_workdir(list(paths), config)
+        if not os.path.isdir(found):
+            raise click.UsageError(f"no cache work dir for {' '.join(paths)} with these options (looked for "
+                                   f"{found}); run `neardup run {' '.join(paths)}` first, with the same options")
+        app.options["workdir"] = found
+    if not app.workdir:
+        raise click.UsageError("inspect needs a work dir: pass -w/--workdir DIR, or the PATHs given to `run`")
+    work = WorkDir(app.workdir, create=False)
+    manifest = work.read_manifest()
+    click.echo(f"work dir {work.root} (format {manifest['format']}, written by nearDup {manifest['version']})")
+    previous = None
+    for name in STAGES:
+        record = manifest["stages"].get(name)
+        if record is None:
+            click.echo(f"{name}: not run")
+            previous = None
+            continue
+        stale = name != "shingle" and (previous is None or record.get("upstream") != previous["key"])
+        status = "out of date" if stale else "done"
+        click.echo(f"{name}: {status} at {record.get('completed', '?')}, params {json.dumps(record['params'])}")
+        if name == "shingle":
+            s = record["stats"]
+            click.echo(f"  {plural(s['docs'], 'document')} in {plural(len(record['partitions']), 'partition')}, "
+                       f"{plural(s['bytes'], 'byte')}, {plural(s['shingles'], 'shingle')}, {s.get('short', 0)} too "
+                       f"short, {s.get('binary', 0)} binary skipped, {s.get('replaced', 0)} with invalid UTF-8")
+            dead = sum(record["docs"]) - s["docs"]
+            click.echo(f"  run {record['run']}: {plural(s.get('added', 0), 'document')} added, "
+                       f"{s.get('removed', 0)} removed, {s.get('renamed', 0)} renamed; "
+                       f"{plural(dead, 'stored row')} of removed or changed documents; "
+                       f"reported up to run {manifest.get('reported', 0)}"
+                       + ("; an index (parameters fixed)" if manifest.get("index") else ""))
+        elif "stats" in record:
+            click.echo("  " + ", ".join(f"{k} {v}" for k, v in record["stats"].items()))
+        previous = record
