@@ -34,7 +34,7 @@ from ..engine import make_engine
 from ..errors import InputError, NearDupError
 from ..kernels import lsh
 from ..pipeline.band import choose_bands, describe_bands
-from ..pipeline.driver import Runner
+from ..pipeline.driver import Runner, chain
 from ..pipeline.groups import DEFAULT_RULES, RULES, KeeperRules
 from ..pipeline.index import check_fixed_parameters, check_query_parameters, mark_reported
 from ..pipeline.results import inherited_threshold, resolved_params
@@ -44,7 +44,8 @@ from ..report.printer import FORMATS, SELECTIONS, Printer, plural, text_stream
 from ..report.results import JSONL_SCRIPT, PATH_LISTS, Results, summary_line
 from ..report.script import ACTIONS, make_script
 from ..store.cache import absolute, default_workdir, record_use
-from ..store.workdir import STAGES, WorkDir
+from ..store.manifest import ShingleRecord
+from ..store.workdir import WorkDir
 from ..text.read import STREAM_BYTES
 from .admin import COMMANDS, evict
 from .settings import given, load
@@ -853,32 +854,28 @@ def inspect(ctx, paths, unit, k, whitespace, strip_punct, **source):
     if not app.workdir:
         raise click.UsageError("inspect needs a work dir: pass -w/--workdir DIR, or the PATHs given to `run`")
     work = WorkDir(app.workdir, create=False)
-    manifest = work.read_manifest()
-    click.echo(f"work dir {work.root} (format {manifest['format']}, written by nearDup {manifest['version']})")
-    previous = None
-    for name in STAGES:
-        record = manifest["stages"].get(name)
+    manifest = work.manifest()
+    click.echo(f"work dir {work.root} (format {manifest.format}, written by nearDup {manifest.version})")
+    for name, record, stale in chain(manifest):  # the staleness rule of the stages themselves (require)
         if record is None:
             click.echo(f"{name}: not run")
-            previous = None
             continue
-        stale = name != "shingle" and (previous is None or record.get("upstream") != previous["key"])
         status = "out of date" if stale else "done"
-        click.echo(f"{name}: {status} at {record.get('completed', '?')}, params {json.dumps(record['params'])}")
-        if name == "shingle":
-            s = record["stats"]
-            click.echo(f"  {plural(s['docs'], 'document')} in {plural(len(record['partitions']), 'partition')}, "
-                       f"{plural(s['bytes'], 'byte')}, {plural(s['shingles'], 'shingle')}, {s.get('short', 0)} too "
-                       f"short, {s.get('binary', 0)} binary skipped, {s.get('replaced', 0)} with invalid UTF-8")
-            dead = sum(record["docs"]) - s["docs"]
-            click.echo(f"  run {record['run']}: {plural(s.get('added', 0), 'document')} added, "
-                       f"{s.get('removed', 0)} removed, {s.get('renamed', 0)} renamed; "
+        stored = record.to_json()
+        click.echo(f"{name}: {status} at {record.completed or '?'}, params {json.dumps(stored['params'])}")
+        if isinstance(record, ShingleRecord):
+            s = record.stats
+            click.echo(f"  {plural(s.docs, 'document')} in {plural(len(record.shard_keys), 'partition')}, "
+                       f"{plural(s.bytes, 'byte')}, {plural(s.shingles, 'shingle')}, {s.count('short')} too "
+                       f"short, {s.count('binary')} binary skipped, {s.count('replaced')} with invalid UTF-8")
+            dead = sum(record.shard_docs) - s.docs
+            click.echo(f"  run {record.run}: {plural(s.count('added'), 'document')} added, "
+                       f"{s.count('removed')} removed, {s.count('renamed')} renamed; "
                        f"{plural(dead, 'stored row')} of removed or changed documents; "
-                       f"reported up to run {manifest.get('reported', 0)}"
-                       + ("; an index (parameters fixed)" if manifest.get("index") else ""))
-        elif "stats" in record:
-            click.echo("  " + ", ".join(f"{k} {v}" for k, v in record["stats"].items()))
-        previous = record
+                       f"reported up to run {manifest.reported or 0}"
+                       + ("; an index (parameters fixed)" if manifest.index else ""))
+        elif "stats" in stored:
+            click.echo("  " + ", ".join(f"{k} {v}" for k, v in sorted(stored["stats"].items())))
 
 
 for _command in COMMANDS:
