@@ -18,7 +18,7 @@ from conftest import SAMPLE
 
 
 def invoke(*args):
-    result = CliRunner().invoke(cli, ["-j", "1", *map(str, args)])
+    result = CliRunner().invoke(cli, [*map(str, args)])
     assert result.exit_code == 0, result.output
     return result
 
@@ -27,7 +27,7 @@ def invoke(*args):
 def index(tmp_path_factory):
     """An index of sample_corpus run with groups: every stage has a record, with a basis where a stage keeps one."""
     root = tmp_path_factory.mktemp("manifest") / "idx"
-    invoke("run", "--index", root, SAMPLE, "--groups", "--format", "jsonl")
+    invoke("run", "-j", 1, "--index", root, SAMPLE, "--groups", "--format", "jsonl")
     return root
 
 
@@ -77,9 +77,9 @@ def test_one_run_parses_the_manifest_at_most_once(tmp_path, monkeypatch):
         return value
 
     monkeypatch.setattr(json, "loads", counted)
-    invoke("-w", tmp_path / "w", "run", SAMPLE, "--groups")
+    invoke("-w", tmp_path / "w", "run", "-j", 1, SAMPLE, "--groups")
     assert len(parsed) == 0  # a new work dir: what is written is not read back
-    invoke("-w", tmp_path / "w", "run", SAMPLE, "--groups")
+    invoke("-w", tmp_path / "w", "run", "-j", 1, SAMPLE, "--groups")
     assert len(parsed) == 1  # up to date: read once
 
 
@@ -141,3 +141,13 @@ def test_a_record_of_the_wrong_shape_is_refused_once_read(index, tmp_path):
     with pytest.raises(WorkDirError, match="manifest is corrupt"):
         WorkDir(tmp_path / "w", create=False).manifest()
     assert dataclasses.is_dataclass(RECORDS["verify"])
+
+
+def test_inspect_shows_each_record_as_the_manifest_holds_it(index):
+    stored = json.loads((index / MANIFEST).read_text(encoding="utf-8"))
+    lines = invoke("-w", index, "inspect").stdout.splitlines()
+    for name in STAGES:
+        record = stored["stages"][name]
+        assert f"{name}: done at {record['completed']}, params {json.dumps(record['params'], sort_keys=True)}" in lines
+    verify = stored["stages"]["verify"]["stats"]
+    assert "  " + ", ".join(f"{k} {verify[k]}" for k in sorted(verify)) in lines

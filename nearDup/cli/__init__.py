@@ -862,7 +862,8 @@ def inspect(ctx, paths, unit, k, whitespace, strip_punct, **source):
             continue
         status = "out of date" if stale else "done"
         stored = record.to_json()
-        click.echo(f"{name}: {status} at {record.completed or '?'}, params {json.dumps(stored['params'])}")
+        params = json.dumps(stored["params"], sort_keys=True)  # as the manifest file has them
+        click.echo(f"{name}: {status} at {record.completed or '?'}, params {params}")
         if isinstance(record, ShingleRecord):
             s = record.stats
             click.echo(f"  {plural(s.docs, 'document')} in {plural(len(record.shard_keys), 'partition')}, "
