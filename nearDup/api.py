@@ -154,8 +154,8 @@ class Index:
         """The paths the index was last brought up to (not its --reference inputs)."""
         if not os.path.isdir(self.path):
             return []
-        record = WorkDir(self.path, create=False).read_manifest()["stages"].get("shingle")
-        return [i["path"] for i in record["inputs"] if not i["reference"]] if record else []
+        record = WorkDir(self.path, create=False).manifest().shingle
+        return [i["path"] for i in record.inputs if not i["reference"]] if record else []
 
     def query(self, text: str | None = None, *, paths: Sequence[str | os.PathLike] | None = None,
               threshold: float | None = None) -> list[Pair]:

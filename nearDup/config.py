@@ -163,14 +163,14 @@ def _too_few_permutations(num_perm: int, bands: int | None, rows: int | None, st
 
 def _index_bands(work: WorkDir | None, num_perm: int, threshold: float) -> BandParams | None:
     """The band parameters an index chose for this threshold and num_perm, if it is an index that did."""
-    manifest = work.read_manifest() if work is not None else {}
-    if not manifest.get("index"):
+    manifest = work.manifest() if work is not None else None
+    if manifest is None or not manifest.index:
         return None
-    band_record, signature_record = (manifest["stages"].get(name) for name in ("band", "signature"))
-    if band_record is None or signature_record is None or signature_record["params"]["num_perm"] != num_perm \
-            or band_record["params"].get("threshold") != threshold:
+    band_record, signature_record = manifest.band, manifest.signature
+    if band_record is None or signature_record is None or signature_record.params.num_perm != num_perm \
+            or band_record.params.threshold != threshold:
         return None
-    return BandParams(**band_record["params"])
+    return band_record.params
 
 
 @dataclasses.dataclass(frozen=True)

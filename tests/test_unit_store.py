@@ -13,11 +13,24 @@ from nearDup import __version__
 from nearDup.config import FORMAT
 from nearDup.errors import WorkDirError
 from nearDup.store import workdir as store
+from nearDup.store.manifest import RECORDS
 from nearDup.store.workdir import MANIFEST, WorkDir, atomic_file
 
 KEY = "abcdef0123456789abcdef0123456789"
 VERIFY = {"key": KEY, "upstream": "u" * 32, "files": {"pairs.npy": 144}, "params": {"threshold": 0.8},
           "stats": {"pairs": 3}}  # a verify record of the shape the manifest check wants
+CLUSTER = {"key": "c" * 32, "upstream": KEY, "files": {}, "params": {"link": "keeper"},
+           "stats": {"groups": 1, "documents": 2, "duplicates": 1}}
+
+
+def as_record(stage: str, data: dict):
+    """The typed record (store.manifest) of a stage record's JSON."""
+    return RECORDS[stage].from_json(data)
+
+
+def stored(work: WorkDir, stage: str) -> dict | None:
+    """A stage's record as the manifest holds it (JSON)."""
+    return work.read_manifest()["stages"].get(stage)
 
 
 def one_line(error: pytest.ExceptionInfo, *needles: str) -> str:
@@ -35,8 +48,8 @@ def entries(folder) -> list[str]:
 def test_a_new_work_dir_has_an_empty_manifest_until_a_stage_is_recorded(tmp_path):
     work = WorkDir(tmp_path / "w")
     assert work.read_manifest() == {"format": FORMAT, "version": __version__, "stages": {}}
-    assert not (tmp_path / "w" / MANIFEST).exists() and work.stage("verify") is None and work.usable()
-    work.record_stage("verify", VERIFY)
+    assert not (tmp_path / "w" / MANIFEST).exists() and stored(work, "verify") is None and work.usable()
+    work.record_stage("verify", as_record("verify", VERIFY))
     work.set(index=True, reported=2)
     on_disk = json.loads((tmp_path / "w" / MANIFEST).read_text())
     assert on_disk == work.read_manifest()
@@ -44,19 +57,19 @@ def test_a_new_work_dir_has_an_empty_manifest_until_a_stage_is_recorded(tmp_path
     assert {k: v for k, v in record.items() if k not in ("version", "completed")} == VERIFY
     assert record["version"] == __version__ and record["completed"].endswith("+00:00")  # UTC, to the second
     assert (on_disk["index"], on_disk["reported"], on_disk["format"]) == (True, 2, FORMAT)
-    assert WorkDir(tmp_path / "w", create=False).stage("verify") == record  # another process reads the same
+    assert stored(WorkDir(tmp_path / "w", create=False), "verify") == record  # another process reads the same
 
 
 def test_record_stage_replaces_only_its_own_stage(tmp_path):
     work = WorkDir(tmp_path / "w")
-    work.record_stage("verify", VERIFY)
+    work.record_stage("verify", as_record("verify", VERIFY))
     cluster = {"key": "c" * 32, "upstream": KEY, "files": {}, "params": {"link": "keeper"},
                "stats": {"groups": 1, "documents": 2, "duplicates": 1}}
-    work.record_stage("cluster", cluster)
-    work.record_stage("verify", {**VERIFY, "stats": {"pairs": 5}})
+    work.record_stage("cluster", as_record("cluster", cluster))
+    work.record_stage("verify", as_record("verify", {**VERIFY, "stats": {"pairs": 5}}))
     stages = work.read_manifest()["stages"]
     assert sorted(stages) == ["cluster", "verify"]
-    assert stages["verify"]["stats"] == {"pairs": 5} and stages["cluster"]["params"] == {"link": "keeper"}
+    assert stages["verify"]["stats"] == {"pairs": 5} and stages["cluster"]["params"]["link"] == "keeper"
 
 
 def count_manifest_writes(monkeypatch) -> list[str]:
@@ -74,14 +87,13 @@ def count_manifest_writes(monkeypatch) -> list[str]:
 
 def test_a_transaction_keeps_records_in_memory_and_commit_writes_the_manifest_once(tmp_path, monkeypatch):
     work = WorkDir(tmp_path / "w")
-    work.record_stage("verify", VERIFY)
+    work.record_stage("verify", as_record("verify", VERIFY))
     before = (tmp_path / "w" / MANIFEST).read_bytes()
     written = count_manifest_writes(monkeypatch)
     work.begin()
     work.begin()  # a second begin joins the open transaction
-    work.record_stage("verify", {**VERIFY, "stats": {"pairs": 9}})
-    work.record_stage("cluster", {"key": "c" * 32, "upstream": KEY, "files": {}, "params": {"link": "keeper"},
-                                  "stats": {"groups": 0, "documents": 0, "duplicates": 0}})
+    work.record_stage("verify", as_record("verify", {**VERIFY, "stats": {"pairs": 9}}))
+    work.record_stage("cluster", as_record("cluster", CLUSTER))
     work.set(reported=4)
     assert written == [] and (tmp_path / "w" / MANIFEST).read_bytes() == before
     seen = work.read_manifest()  # the open transaction's records in place of the stored ones
@@ -100,16 +112,16 @@ def test_a_transaction_keeps_records_in_memory_and_commit_writes_the_manifest_on
 
 def test_an_interrupted_transaction_leaves_the_manifest_byte_identical(tmp_path):
     work = WorkDir(tmp_path / "w")
-    work.record_stage("verify", VERIFY)
+    work.record_stage("verify", as_record("verify", VERIFY))
     before = {p.name: p.read_bytes() for p in (tmp_path / "w").rglob("*") if p.is_file()}
     with pytest.raises(KeyboardInterrupt):
         work.begin()
-        work.record_stage("verify", {**VERIFY, "key": "f" * 32})
+        work.record_stage("verify", as_record("verify", {**VERIFY, "key": "f" * 32}))
         work.set(index=True)
         raise KeyboardInterrupt
     after = {p.name: p.read_bytes() for p in (tmp_path / "w").rglob("*") if p.is_file()}
     assert after == before and sorted(before) == sorted([MANIFEST, store.MARKER])
-    assert WorkDir(tmp_path / "w", create=False).stage("verify")["key"] == KEY
+    assert stored(WorkDir(tmp_path / "w", create=False), "verify")["key"] == KEY
 
 
 # ------------------------------------------------------------------------------------------ the shape check
@@ -137,9 +149,9 @@ def tampered(record: dict, *path_and_value):
 ])
 def test_the_manifest_check_refuses_a_tampered_manifest_in_one_line(tmp_path, change):
     work = WorkDir(tmp_path / "w")
-    work.record_stage("verify", VERIFY)
+    work.record_stage("verify", as_record("verify", VERIFY))
     work.read_manifest()  # checked once, then remembered as good: a change must be checked again
-    text = json.dumps(tampered(work.stage("verify"), *change))
+    text = json.dumps(tampered(stored(work, "verify"), *change))
     (tmp_path / "w" / MANIFEST).write_text(text)
     for reader in (work, WorkDir(tmp_path / "w", create=False)):
         with pytest.raises(WorkDirError) as e:
@@ -147,7 +159,7 @@ def test_the_manifest_check_refuses_a_tampered_manifest_in_one_line(tmp_path, ch
         one_line(e, f"{tmp_path / 'w' / MANIFEST}: manifest is corrupt", "--force")
         assert not reader.usable()
     with pytest.raises(WorkDirError):
-        work.record_stage("cluster", {"key": "c"})  # refused, not merged into what it cannot read
+        work.record_stage("cluster", as_record("cluster", CLUSTER))  # refused, not merged into what it cannot read
     assert (tmp_path / "w" / MANIFEST).read_text() == text
 
 
@@ -164,7 +176,7 @@ def test_another_format_is_named_with_both_versions(tmp_path):
     work = WorkDir(tmp_path / "w")
     (tmp_path / "w" / MANIFEST).write_text(json.dumps({"format": FORMAT - 1, "version": "0.0.1", "stages": {}}))
     with pytest.raises(WorkDirError) as e:
-        work.stage("verify")
+        stored(work, "verify")
     one_line(e, "written by nearDup 0.0.1 (format", f"{FORMAT - 1}), this is {__version__} (format {FORMAT})",
              "--force")
 
@@ -192,8 +204,10 @@ def test_collect_garbage_removes_only_unlisted_files_with_nearDups_names(tmp_pat
         (tmp_path / "w" / name).parent.mkdir(exist_ok=True)
         (tmp_path / "w" / name).write_bytes(b"x")
     work.collect_garbage({
-        "signature": {"key": KEY, "shards": [1], "next_shard": 3},
-        "verify": {"key": KEY, "files": {"pairs.npy": 1}},
+        "signature": as_record("signature", {"key": KEY, "upstream": "u" * 32, "partitions": ["p" * 32],
+                                             "shards": [1], "next_shard": 3,
+                                             "params": {"num_perm": 128, "seed": 1, "method": "oph"}}),
+        "verify": as_record("verify", {**VERIFY, "files": {"pairs.npy": 1}}),
     })
     assert {name: (tmp_path / "w" / name).exists() for name in files} == files
 
@@ -202,12 +216,12 @@ def test_recording_a_stage_collects_what_its_old_record_listed(tmp_path):
     work = WorkDir(tmp_path / "w")
     old = work.output("verify", "pairs.npy", KEY)
     old.write_bytes(b"old")
-    work.record_stage("verify", VERIFY)
+    work.record_stage("verify", as_record("verify", VERIFY))
     assert old.exists()
     new_key = "0" * 32
     work.output("verify", "pairs.npy", new_key).write_bytes(b"new")
     work.begin()
-    work.record_stage("verify", {**VERIFY, "key": new_key})
+    work.record_stage("verify", as_record("verify", {**VERIFY, "key": new_key}))
     assert old.exists()  # never inside a transaction: the stored record still lists it
     work.commit()
     assert not old.exists() and entries(tmp_path / "w" / "verify") == ["000000000000.pairs.npy"]

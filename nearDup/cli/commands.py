@@ -22,11 +22,13 @@ from ..errors import InputError
 from ..kernels import lsh
 from ..pipeline import run as pipeline_run
 from ..pipeline.band import describe_bands
+from ..pipeline.driver import chain
 from ..pipeline.index import check_query_parameters
 from ..pipeline.results import inherited_threshold, resolved_params
 from ..report.printer import plural
 from ..report.results import JSONL_SCRIPT, Results
-from ..store.workdir import STAGES, WorkDir
+from ..store.manifest import ShingleRecord
+from ..store.workdir import WorkDir
 from ..text.read import STREAM_BYTES
 from .app import Output, app_of, log
 from .main import StageCommand
@@ -321,29 +323,26 @@ def inspect(ctx, paths, unit, k, whitespace, strip_punct, **source):
     if not app.workdir:
         raise click.UsageError("inspect needs a work dir: pass -w/--workdir DIR, or the PATHs given to `run`")
     work = WorkDir(app.workdir, create=False)
-    manifest = work.read_manifest()
-    click.echo(f"work dir {work.root} (format {manifest['format']}, written by nearDup {manifest['version']})")
-    previous = None
-    for name in STAGES:
-        record = manifest["stages"].get(name)
+    manifest = work.manifest()
+    click.echo(f"work dir {work.root} (format {manifest.format}, written by nearDup {manifest.version})")
+    for name, record, stale in chain(manifest):  # the staleness rule of the stages themselves (require)
         if record is None:
             click.echo(f"{name}: not run")
-            previous = None
             continue
-        stale = name != "shingle" and (previous is None or record.get("upstream") != previous["key"])
         status = "out of date" if stale else "done"
-        click.echo(f"{name}: {status} at {record.get('completed', '?')}, params {json.dumps(record['params'])}")
-        if name == "shingle":
-            s = record["stats"]
-            click.echo(f"  {plural(s['docs'], 'document')} in {plural(len(record['partitions']), 'partition')}, "
-                       f"{plural(s['bytes'], 'byte')}, {plural(s['shingles'], 'shingle')}, {s.get('short', 0)} too "
-                       f"short, {s.get('binary', 0)} binary skipped, {s.get('replaced', 0)} with invalid UTF-8")
-            dead = sum(record["docs"]) - s["docs"]
-            click.echo(f"  run {record['run']}: {plural(s.get('added', 0), 'document')} added, "
-                       f"{s.get('removed', 0)} removed, {s.get('renamed', 0)} renamed; "
+        stored = record.to_json()
+        params = json.dumps(stored["params"], sort_keys=True)  # as the manifest file has them
+        click.echo(f"{name}: {status} at {record.completed or '?'}, params {params}")
+        if isinstance(record, ShingleRecord):
+            s = record.stats
+            click.echo(f"  {plural(s.docs, 'document')} in {plural(len(record.shard_keys), 'partition')}, "
+                       f"{plural(s.bytes, 'byte')}, {plural(s.shingles, 'shingle')}, {s.count('short')} too "
+                       f"short, {s.count('binary')} binary skipped, {s.count('replaced')} with invalid UTF-8")
+            dead = sum(record.shard_docs) - s.docs
+            click.echo(f"  run {record.run}: {plural(s.count('added'), 'document')} added, "
+                       f"{s.count('removed')} removed, {s.count('renamed')} renamed; "
                        f"{plural(dead, 'stored row')} of removed or changed documents; "
-                       f"reported up to run {manifest.get('reported', 0)}"
-                       + ("; an index (parameters fixed)" if manifest.get("index") else ""))
-        elif "stats" in record:
-            click.echo("  " + ", ".join(f"{k} {v}" for k, v in record["stats"].items()))
-        previous = record
+                       f"reported up to run {manifest.reported or 0}"
+                       + ("; an index (parameters fixed)" if manifest.index else ""))
+        elif "stats" in stored:
+            click.echo("  " + ", ".join(f"{k} {v}" for k, v in sorted(stored["stats"].items())))

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +16,14 @@ from ..errors import WorkDirError
 from ..kernels import lsh
 from ..report.printer import plural
 from ..store.catalog import Catalog
+from ..store.manifest import (
+    BandRecord,
+    CandidatesBasis,
+    CandidatesRecord,
+    CandidatesStats,
+    ShingleRecord,
+    SignatureRecord,
+)
 from ..store.workdir import WorkDir
 from .driver import Runner, _absolute, _begin, _files, _resolved, _up_to_date, part_starts, require
 from .shingle import load_docs
@@ -124,52 +131,49 @@ def _index_files(bands: int) -> list[tuple[int, str, str]]:
     return [(lo, f"index-{lo:03d}.keys.npy", f"index-{lo:03d}.docs.npy") for lo in range(0, bands, BANDS_PER_TASK)]
 
 
-def _previous_candidates(work: WorkDir, basis: dict) -> dict | None:
+def _previous_candidates(work: WorkDir, basis: CandidatesBasis) -> CandidatesRecord | None:
     """The last candidates record if this run can update its band index and pairs instead of starting again:
     same signatures, bands and --max-bucket, and shards that are a prefix of today's (a global number still means
     the same document), its files intact."""
-    record = work.read_manifest()["stages"].get("candidates")
-    if record is None or "basis" not in record or _up_to_date(work, "candidates", record["key"]) is None:
+    record = work.manifest().candidates
+    if record is None or record.basis is None or _up_to_date(work, CandidatesRecord, record.key) is None:
         return None
-    old = record["basis"]
-    if any(old.get(f) != basis[f] for f in ("signature", "bands", "max_bucket", "min_shingles", "min_size")) or \
-            old["shards"] != basis["shards"][:len(old["shards"])]:
+    old = record.basis
+    if any(getattr(old, f) != getattr(basis, f) for f in ("signature", "bands", "max_bucket", "min_shingles",
+                                                           "min_size")) or \
+            old.shard_keys != basis.shard_keys[:len(old.shard_keys)]:
         return None
     return record
 
 
-def run(runner: Runner, params: CandidateParams) -> dict:
+def run(runner: Runner, params: CandidateParams) -> CandidatesRecord:
     """Pairs of documents that share a bucket in at least one band. With the last run's band index (an index, or
     a work dir run again after a change), only the buckets that a new, changed or deleted document touches are
     looked at: the pairs of the others are the last run's."""
     work = runner.work
-    upstream, key, record = _begin(runner, "candidates", params)
-    shingle_record = require(work, "shingle")
+    upstream, key, record = _begin(runner, CandidatesRecord, BandRecord, params)
+    shingle_record = require(work, ShingleRecord)
     if record is not None:
-        runner.log(f"candidates: up to date ({plural(record['stats']['candidates'], 'pair')})")
+        runner.log(f"candidates: up to date ({plural(record.stats.candidates, 'pair')})")
         return record
     docs = load_docs(work, shingle_record)
     order_path = work.output("candidates", "order.npy", key)
     order = pairing_order(docs.catalog, params)
     work.save_array(order_path, order)
     small = int((docs.catalog.live & (docs.catalog["shingles"] > 0)).sum()) - len(order)  # (0: counted as short)
-    bands = upstream["params"]["bands"]
-    basis = {"signature": work.read_manifest()["stages"]["signature"]["params"], "bands": upstream["params"],
-             "max_bucket": params.max_bucket, "min_shingles": params.min_shingles, "min_size": params.min_size,
-             "shards": shingle_record["partitions"],
-             "documents": int(sum(shingle_record["docs"]))}
+    bands = upstream.params.bands
+    basis = CandidatesBasis(signature=require(work, SignatureRecord).params, bands=upstream.params,
+                            max_bucket=params.max_bucket, min_shingles=params.min_shingles, min_size=params.min_size,
+                            shard_keys=shingle_record.shard_keys, documents=int(sum(shingle_record.shard_docs)))
     previous = _previous_candidates(work, basis)
     if previous is not None:
-        old_large = work.load_jsonl(work.output("candidates", "large_buckets.jsonl", previous["key"]), "candidates")
+        old_large = work.load_jsonl(work.output("candidates", "large_buckets.jsonl", previous.key), "candidates")
     files = _index_files(bands)
     tasks = [BandTask(str(work.root), tuple(range(lo, min(lo + BANDS_PER_TASK, bands))), str(order_path),
-                      tuple(shingle_record["shards"]), tuple(part_starts(shingle_record).tolist()),
-                      basis["documents"], params.max_bucket,
+                      tuple(shingle_record.shard_numbers), tuple(part_starts(shingle_record).tolist()),
+                      basis.documents, params.max_bucket,
                       (str(work.output("candidates", k, key)), str(work.output("candidates", d, key))),
-                      previous=(str(work.output("candidates", "order.npy", previous["key"])),
-                                str(work.output("candidates", k, previous["key"])),
-                                str(work.output("candidates", d, previous["key"])),
-                                previous["basis"]["documents"]) if previous else (),
+                      previous=_previous_index(work, previous, k, d),
                       large_keys=tuple(tuple(b["key"] for b in old_large if b["band"] == j)
                                        for j in range(lo, min(lo + BANDS_PER_TASK, bands))) if previous else ())
              for lo, k, d in files]
@@ -178,8 +182,8 @@ def run(runner: Runner, params: CandidateParams) -> dict:
     pairs, counts = np.empty((0, 2), np.int64), np.empty(0, np.int64)
     found = [(p, c) for p, c, _ in results]
     if previous is not None:
-        found.append((work.load_array(work.output("candidates", "pairs.npy", previous["key"]), "candidates"),
-                      work.load_array(work.output("candidates", "counts.npy", previous["key"]), "candidates")))
+        found.append((work.load_array(work.output("candidates", "pairs.npy", previous.key), "candidates"),
+                      work.load_array(work.output("candidates", "counts.npy", previous.key), "candidates")))
     for more, more_counts in found:  # one task's pairs at a time, as in band_candidates
         pairs, counts = lsh.count_pairs(np.concatenate([pairs, more]), np.concatenate([counts, more_counts]))
     if (counts < 0).any():
@@ -192,16 +196,25 @@ def run(runner: Runner, params: CandidateParams) -> dict:
     work.save_array(work.output("candidates", "pairs.npy", key), pairs)
     work.save_array(work.output("candidates", "counts.npy", key), counts)
     work.save_jsonl(work.output("candidates", "large_buckets.jsonl", key), large)
-    record = {"key": key, "params": asdict(params), "upstream": upstream["key"], "basis": basis,
-              "files": _files(work, "candidates", key, "order.npy", "pairs.npy", "counts.npy", "large_buckets.jsonl",
-                              *(name for _, k, d in files for name in (k, d))),
-              "stats": {"candidates": int(len(pairs)), "large_buckets": len(large), "small": small}}
+    record = CandidatesRecord(
+        key=key, params=params, upstream=upstream.key, basis=basis,
+        files=_files(work, "candidates", key, "order.npy", "pairs.npy", "counts.npy", "large_buckets.jsonl",
+                     *(name for _, k, d in files for name in (k, d))),
+        stats=CandidatesStats(candidates=int(len(pairs)), large_buckets=len(large), small=small))
     work.record_stage("candidates", record)
     since = " (the last run's, updated where new, changed or deleted documents fall)" if previous else ""
     runner.log(f"candidates: {plural(len(pairs), 'pair shares', 'pairs share')} a bucket in at least one band{since}"
                + (f"; {plural(small, 'document')} under {_limits(params)} skipped (never paired)" if small else ""))
     _warn_large_buckets(runner, large, params.max_bucket, docs, work.output("candidates", "large_buckets.jsonl", key))
     return record
+
+
+def _previous_index(work: WorkDir, previous: CandidatesRecord | None, keys: str, docs: str) -> tuple:
+    """A BandTask's `previous`: the last run's order, band index files (keys, docs) and documents, if any."""
+    if previous is None or previous.basis is None:
+        return ()
+    return (*(str(work.output("candidates", name, previous.key)) for name in ("order.npy", keys, docs)),
+            previous.basis.documents)
 
 
 def _limits(params: CandidateParams) -> str:

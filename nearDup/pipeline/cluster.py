@@ -1,8 +1,6 @@
 """Stage 6, cluster: duplicate groups from the verified pairs, with a keeper each (pipeline.groups)."""
 from __future__ import annotations
 
-from dataclasses import asdict
-
 import numpy as np
 
 from ..config import (
@@ -10,6 +8,7 @@ from ..config import (
 )
 from ..kernels import sets
 from ..report.printer import plural
+from ..store.manifest import ClusterRecord, ClusterStats, ShingleRecord, VerifyRecord
 from ..store.workdir import WorkDir
 from .driver import PartitionArrays, Runner, _begin, _files, part_starts, require
 from .groups import KeeperRules, build_groups
@@ -18,10 +17,10 @@ from .similarity import set_overlap
 from .verify import VERIFY_CHUNK
 
 
-def run(runner: Runner, params: ClusterParams) -> dict:
+def run(runner: Runner, params: ClusterParams) -> ClusterRecord:
     work = runner.work
-    shingle_record = require(work, "shingle")
-    upstream, key, record = _begin(runner, "cluster", params, shingle_record["inputs"])
+    shingle_record = require(work, ShingleRecord)
+    upstream, key, record = _begin(runner, ClusterRecord, VerifyRecord, params, shingle_record.inputs)
     if record is not None:
         runner.log(f"cluster: up to date ({_cluster_summary(record)})")
         return record
@@ -30,7 +29,7 @@ def run(runner: Runner, params: ClusterParams) -> dict:
     anchors = {b["anchor"] for b in work.load_jsonl(work.current("candidates", "large_buckets.jsonl"), "candidates")}
     starts = part_starts(shingle_record)
     shingles = PartitionArrays(work, "shingle", ("values.npy", "offsets.npy"),  # mapped once for every call
-                               shingle_record["shards"])
+                               shingle_record.shard_numbers)
 
     def similarity(a, b):
         out = []
@@ -41,26 +40,25 @@ def run(runner: Runner, params: ClusterParams) -> dict:
 
     rules = KeeperRules.parse(",".join(params.keep), params.prefer)
     weights = work.load_array(work.current("verify", "scores.npy"), "verify")[:, 0]  # (Jaccard, estimate) per edge
-    groups = build_groups(docs, edges, upstream["params"]["threshold"], rules, params.link, similarity, anchors,
+    groups = build_groups(docs, edges, upstream.params.threshold, rules, params.link, similarity, anchors,
                           weights)
     work.save_jsonl(work.output("cluster", "clusters.jsonl", key), groups)
-    record = {"key": key, "params": asdict(params), "upstream": upstream["key"],
-              "files": _files(work, "cluster", key, "clusters.jsonl"), "stats": {
-        "groups": len(groups), "documents": sum(g["size"] for g in groups),
-        "duplicates": sum(m["role"] == "duplicate" for g in groups for m in g["members"]),
-        "anchored": sum(g["anchored"] for g in groups)}}
+    record = ClusterRecord(key=key, params=params, upstream=upstream.key,
+                           files=_files(work, "cluster", key, "clusters.jsonl"), stats=ClusterStats(
+        groups=len(groups), documents=sum(g["size"] for g in groups),
+        duplicates=sum(m["role"] == "duplicate" for g in groups for m in g["members"]),
+        anchored=sum(g["anchored"] for g in groups)))
     work.record_stage("cluster", record)
     runner.log(f"cluster: {_cluster_summary(record)}")
     return record
 
 
-def _cluster_summary(record: dict) -> str:
-    s = record["stats"]
-    return (f"{plural(s['groups'], 'group')} of {plural(s['documents'], 'document')} "
-            f"({plural(s['duplicates'], 'duplicate')} of a keeper; "
-            f"link {record['params']['link']})")
+def _cluster_summary(record: ClusterRecord) -> str:
+    s = record.stats
+    return (f"{plural(s.groups, 'group')} of {plural(s.documents, 'document')} "
+            f"({plural(s.duplicates, 'duplicate')} of a keeper; link {record.params.link})")
 
 
 def clusters(work: WorkDir) -> list[dict]:
-    require(work, "cluster")
+    require(work, ClusterRecord)
     return work.load_jsonl(work.current("cluster", "clusters.jsonl"), "cluster")

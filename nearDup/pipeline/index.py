@@ -7,6 +7,7 @@ import numpy as np
 
 from ..config import option_flag
 from ..errors import ParameterError
+from ..store.manifest import ShingleRecord
 from ..store.workdir import WorkDir
 from .driver import require
 from .shingle import load_catalog
@@ -15,14 +16,14 @@ from .shingle import load_catalog
 def check_fixed_parameters(work: WorkDir, wanted: dict[str, dict]) -> None:
     """An index keeps the parameters it was built with: a run asking for other shingle, signature or band
     parameters stops (--rebuild rebuilds the index with the new ones)."""
-    manifest = work.read_manifest()
-    if not manifest.get("index"):
+    manifest = work.manifest()
+    if not manifest.index:
         return
     for stage, params in wanted.items():
-        record = manifest["stages"].get(stage)
+        record = manifest.stages.get(stage)
         if record is None:
             continue
-        stored = record.get("content", {}) if stage == "shingle" else record["params"]
+        stored = record.content if isinstance(record, ShingleRecord) else record.to_json()["params"]
         if stage == "shingle":  # the shingle parameters sit beside the source's in one record
             params, stored = ({**p.get("params", {}), **{k: v for k, v in p.items() if k != "params"}}
                               for p in (params, stored))
@@ -40,12 +41,12 @@ QUERY_FIXED = {"unit": "shingle", "k": "shingle", "whitespace": "shingle", "stri
 def check_query_parameters(work: WorkDir, given: dict) -> None:
     """A query uses the index's shingle, signature and band parameters; options given for them (a cron script
     passes one option list to run and query) must equal the index's."""
-    records = work.read_manifest()["stages"]
+    records = work.manifest().stages
     for name, value in given.items():
         record = records.get(QUERY_FIXED[name])
         if record is None:
             continue
-        stored = record["params"].get("method" if name == "minhash" else name)
+        stored = getattr(record.params, "method" if name == "minhash" else name)
         if stored != value:
             flag = option_flag(name)
             raise ParameterError(f"{work.root}: this index was built with {flag} {stored}, not {value}; query uses "
@@ -55,15 +56,14 @@ def check_query_parameters(work: WorkDir, given: dict) -> None:
 def new_documents(work: WorkDir) -> set[str]:
     """Ids of the live documents added (new, or changed in content) since the last run whose results were
     reported."""
-    record = require(work, "shingle")
-    reported = work.read_manifest().get("reported", 0)
+    record = require(work, ShingleRecord)
+    reported = work.manifest().reported or 0
     catalog = load_catalog(work, record)
     return {catalog.ids[n] for n in np.flatnonzero(catalog.live & (catalog["added"] > reported)).tolist()}
 
 
 def mark_reported(work: WorkDir) -> None:
     """The results of the current run were reported: --new-only will not report them again."""
-    manifest = work.read_manifest()
-    record = manifest["stages"].get("shingle")
-    if record is not None and manifest.get("reported") != record["run"]:
-        work.set(reported=record["run"])
+    manifest = work.manifest()
+    if manifest.shingle is not None and manifest.reported != manifest.shingle.run:
+        work.set(reported=manifest.shingle.run)

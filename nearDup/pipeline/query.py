@@ -2,18 +2,15 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
 
 import numpy as np
 
 from ..config import (
     CandidateParams,
-    ShingleParams,
-    SignatureParams,
-    SourceParams,
 )
 from ..errors import InputError
 from ..kernels import lsh, sets
+from ..store.manifest import BandRecord, CandidatesRecord, ShingleRecord, SignatureRecord
 from ..store.workdir import WorkDir
 from ..text.inputs import list_items
 from ..text.read import Document, read_documents, stdin_document
@@ -28,24 +25,24 @@ from .similarity import agreement, jaccard, one_shard, pair_records, set_overlap
 
 def _candidate_params(work: WorkDir) -> CandidateParams:
     """What the candidates stage paired with (the defaults if it has not run)."""
-    record = work.read_manifest()["stages"].get("candidates")
-    return CandidateParams(**record["params"]) if record is not None else CandidateParams()
+    record = work.manifest().candidates
+    return record.params if record is not None else CandidateParams()
 
 
-def _band_index(work: WorkDir, shingle_record: dict, band_record: dict):
+def _band_index(work: WorkDir, shingle_record: ShingleRecord, band_record: BandRecord):
     """Each band's (sorted keys, documents) of the documents that can pair: the candidates stage's band index
     when it is current, else sorted here."""
-    record = work.read_manifest()["stages"].get("candidates")
-    if record is not None and record.get("upstream") == band_record["key"] and \
-            _up_to_date(work, "candidates", record["key"]) is not None:
-        for _, keys_file, docs_file in _index_files(band_record["params"]["bands"]):
-            yield from zip(work.load_array(work.output("candidates", keys_file, record["key"]), "candidates"),
-                           work.load_array(work.output("candidates", docs_file, record["key"]), "candidates"))
+    record = work.manifest().candidates
+    if record is not None and record.upstream == band_record.key and \
+            _up_to_date(work, CandidatesRecord, record.key) is not None:
+        for _, keys_file, docs_file in _index_files(band_record.params.bands):
+            yield from zip(work.load_array(work.output("candidates", keys_file, record.key), "candidates"),
+                           work.load_array(work.output("candidates", docs_file, record.key), "candidates"))
         return
     members = np.sort(pairing_order(load_catalog(work, shingle_record), _candidate_params(work)))
     keys = np.concatenate([work.load_array(work.part("band", n, "npy"), "band", mmap=True)[:]
-                           for n in shingle_record["shards"]])[members]
-    for j in range(band_record["params"]["bands"]):
+                           for n in shingle_record.shard_numbers])[members]
+    for j in range(band_record.params.bands):
         yield lsh.band_index(np.ascontiguousarray(keys[:, j]), members)
 
 
@@ -53,13 +50,11 @@ def run(work: WorkDir, paths: list[str], stdin, threshold: float | None) -> tupl
     """Near-duplicates in the index of the given documents (paths, or one text on stdin for "-"), with exact
     Jaccard >= threshold, found like a run finds them (same shingles, signatures and bands); the index is only
     read. Returns (pairs with a = the query document, problems)."""
-    band_record = require(work, "band")
-    shingle_record = require(work, "shingle")
-    stored: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in shingle_record["source"].items()}
-    source = SourceParams(**stored)
-    params = ShingleParams(**shingle_record["params"])
-    signature_params = SignatureParams(**work.read_manifest()["stages"]["signature"]["params"])
-    bands, rows = band_record["params"]["bands"], band_record["params"]["rows"]
+    band_record = require(work, BandRecord)
+    shingle_record = require(work, ShingleRecord)
+    source, params = shingle_record.source, shingle_record.params
+    signature_params = require(work, SignatureRecord).params
+    bands, rows = band_record.params.bands, band_record.params.rows
     threshold = inherited_threshold(work, threshold)
     problems: dict = {}
     if (warning := recall_warning(work, threshold)) is not None:
@@ -94,7 +89,7 @@ def run(work: WorkDir, paths: list[str], stdin, threshold: float | None) -> tupl
     pairs = pairs[~np.isin(pairs[:, 0], small)].reshape(-1, 2)
     ids = catalog.ids_of(sets.sorted_unique(pairs[:, 1]).tolist())  # of ~100,000, the few found: not the whole column
     pairs = pairs[[records[a]["id"] != ids[b] for a, b in pairs.tolist()]].reshape(-1, 2)
-    shards = shingle_record["shards"]
+    shards = shingle_record.shard_numbers
     inter, la, lb = set_overlap(*one_shard((values, offsets)), pairs[:, 0], pairs[:, 1],
                                 other=(PartitionArrays(work, "shingle", ("values.npy", "offsets.npy"), shards), starts))
     estimate = agreement(*one_shard(query_signatures), pairs[:, 0], pairs[:, 1],

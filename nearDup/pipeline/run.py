@@ -41,7 +41,7 @@ def open_runner(path: str, resources: ExitStack, log: Callable[[str], None], eng
     elif cache and not work.usable():
         log(f"work dir: {work.root} was written by another nearDup version or is damaged; rebuilding it")
         work.clear()
-    if index or work.read_manifest().get("index"):
+    if index or work.manifest().index:
         work.begin()  # committed once the results are reported: an interrupted run changes nothing
         work.set(index=True)
     started = make_engine(engine.jobs, engine.progress, engine.scheduler, engine.scheduler_file, work.root, log)

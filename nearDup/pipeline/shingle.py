@@ -23,13 +23,13 @@ from ..errors import InputError, WorkDirError
 from ..kernels.shingle import prepare_word_tables
 from ..report.printer import plural
 from ..store.catalog import Catalog, binary_columns, binary_of, item_digest, plan, shard_columns, skip_known_binary
+from ..store.manifest import ShingleRecord, ShingleStats
 from ..store.workdir import WorkDir
 from ..text.inputs import SAME_FILE, PackedItems, list_items, partition, under
 from ..text.read import first_record_fields, read_documents
 from ..text.shingles import shingle_documents
-from .band import _save_band_keys, band_key
-from .driver import PartitionTask, Runner, _files, _map_partitions, _up_to_date, require
-from .signature import _save_signatures, signature_key
+from . import band, signature
+from .driver import PartitionTask, Runner, _files, _map_partitions, _up_to_date, fused_steps, require, write_steps
 
 SHINGLE_FILES = ("docs.npz", "values.npy", "offsets.npy")
 
@@ -62,10 +62,7 @@ def shingle_partition(task: PartitionTask[ShingleParams]) -> ShingledShard:
     work.save_array(work.part("shingle", task.index, "values.npy"), values)
     work.save_array(work.part("shingle", task.index, "offsets.npy"), offsets)
     work.mark_part_done("shingle", task.index, task.key, suffixes=SHINGLE_FILES, stats=stats)
-    if task.then:  # the next two stages' files for this shard, as their own tasks would write them
-        sig_key, sig_params, bands_key, band_params = task.then
-        _save_band_keys(work, task.index, bands_key, band_params,
-                        _save_signatures(work, task.index, sig_key, sig_params, values, offsets))
+    write_steps(work, task.index, task.then, (values, offsets))  # fused: the next stages' files for this shard
     return ShingledShard(len(records), stats, columns)
 
 
@@ -85,14 +82,14 @@ def shingle_content(params: ShingleParams, source: SourceParams) -> dict:
 
 def run(runner: Runner, args: list[str], source: SourceParams, params: ShingleParams, stdin=None,
             references: tuple[str, ...] = (), rebuild: bool = False,
-            then: tuple[SignatureParams, BandParams] | None = None) -> dict:
+            then: tuple[SignatureParams, BandParams] | None = None) -> ShingleRecord:
     """Bring the shards up to the inputs: only new and changed documents are read and shingled, into new shards;
     deleted ones are marked dead. references: folders or files whose documents are always keepers; rebuild:
     read every document again, into new shards. then: the parameters of the signature and band stages about to
     run, whose files for the new shards are then written by the same task, from the sets still in memory (one
     task per shard instead of three, and no reading back)."""
     work = runner.work
-    previous = work.read_manifest()["stages"].get("shingle")
+    previous = work.manifest().shingle
     # with nothing stored there is nothing to match: a folder's first partitions are shingled while it is listed
     listing = list_items([*args, *references], source, stdin, spool=work.spool, lazy=previous is None,
                                 skip=(str(work.root),),  # a work dir inside an input folder holds no documents
@@ -103,18 +100,18 @@ def run(runner: Runner, args: list[str], source: SourceParams, params: ShinglePa
     if not streamed and not listing.items:
         raise nothing
     content = shingle_content(params, source)
-    base = previous if previous is not None and previous.get("content") == content else None
+    base = previous if previous is not None and previous.content == content else None
     stored = _stored_catalog(runner, previous) if previous is not None else Catalog.empty()
     known = _stored_binary(runner, base) if base is not None and not rebuild and not streamed else {}
     items, binary = skip_known_binary([] if streamed else listing.items, known)  # not opened again
     todo = plan(stored if base is not None else Catalog.empty(), items, source)
     if (base is not None and not rebuild and not todo.todo and todo.catalog.same(stored)
-            and base.get("inputs") == inputs and len(binary) == len(known) and base.get("cwd") == os.getcwd()
-            and base.get("links", {}) == listing.links):
+            and base.inputs == inputs and len(binary) == len(known) and base.cwd == os.getcwd()
+            and (base.links or {}) == listing.links):
         runner.log(f"shingle: up to date ({_shingle_summary(base)})")
         _report_problems(runner, base)
         return base
-    this_run = (previous or {}).get("run", 0) + 1
+    this_run = (previous.run if previous is not None else 0) + 1
     carried: dict = {}  # (id, sha) -> the run a document came in, kept through a rebuild
     live = int(todo.catalog.live.sum())
     if base is None or rebuild or len(todo.catalog) - live > max(live, 1000):  # (or mostly dead rows) rebuild
@@ -125,7 +122,7 @@ def run(runner: Runner, args: list[str], source: SourceParams, params: ShinglePa
     shards, counts, keys, kept, shard_bytes = [], [], [], [], []
     if base is not None:  # keep the shards that still hold a live document (numbers shift past a dropped one)
         start, live_rows = 0, todo.catalog.live
-        for n, count, shard_key, size in zip(base["shards"], base["docs"], base["partitions"], base["bytes"]):
+        for n, count, shard_key, size in zip(base.shard_numbers, base.shard_docs, base.shard_keys, base.shard_bytes):
             if live_rows[start:start + count].any():
                 shards.append(n)
                 counts.append(count)
@@ -134,7 +131,7 @@ def run(runner: Runner, args: list[str], source: SourceParams, params: ShinglePa
                 kept.append(np.arange(start, start + count))
             start += count
     catalog = todo.catalog.take(np.concatenate(kept)) if kept else Catalog.empty()
-    next_shard = (previous or {}).get("next_shard", 0)
+    next_shard = previous.next_shard if previous is not None else 0
     only = {item.id: ids for item, ids in todo.todo}
     parts, new_keys, new_shards, tasks_only, part_bytes = [], [], [], [], []
 
@@ -155,18 +152,12 @@ def run(runner: Runner, args: list[str], source: SourceParams, params: ShinglePa
             part_bytes.append(parts[-1].bytes())
             yield i
 
-    def downstream(i: int) -> tuple:
-        """The signature and band work of new shard i for its shingle task (made only for shards run now)."""
-        if then is None:
-            return ()
-        sig_key = signature_key(then[0], new_keys[i])
-        runner.ahead.update({("signature", new_shards[i]), ("band", new_shards[i])})
-        return sig_key, then[0], band_key(then[1], sig_key), then[1]
+    fused = ((signature.STAGE, then[0]), (band.STAGE, then[1])) if then is not None else ()
 
     reused, shingled = _map_partitions(
         runner, "shingle", shingle_partition, new_shards, new_keys, SHINGLE_FILES,
         lambda i: PartitionTask(str(work.root), new_shards[i], new_keys[i], params, parts[i], source,
-                                tasks_only[i], then=downstream(i)),
+                                tasks_only[i], then=fused_steps(runner, fused, new_keys[i], new_shards[i])),
         sizes=part_bytes, unit="B", nbytes=part_bytes, stream=partitions())
     if not parts and streamed:
         raise nothing
@@ -200,11 +191,11 @@ def run(runner: Runner, args: list[str], source: SourceParams, params: ShinglePa
     if binary:
         work.save_table(work.output("shingle", BINARY, key), binary_columns(binary))
     _remember_catalog(_catalog_version(catalog_path), catalog)
-    record = {"key": key, "params": asdict(params), "source": asdict(source), "content": content,
-              "inputs": inputs, "cwd": os.getcwd(), "partitions": keys, "shards": shards, "docs": counts,
-              "bytes": shard_bytes, "run": this_run, "next_shard": next_shard + len(parts),
-              "files": _files(work, "shingle", key, CATALOG, *([BINARY] if binary else [])),
-              "stats": totals, **({"links": listing.links} if listing.links else {})}
+    record = ShingleRecord(key=key, params=params, source=source, content=content, inputs=inputs, cwd=os.getcwd(),
+                           shard_keys=keys, shard_numbers=shards, shard_docs=counts, shard_bytes=shard_bytes,
+                           run=this_run, next_shard=next_shard + len(parts),
+                           files=_files(work, "shingle", key, CATALOG, *([BINARY] if binary else [])),
+                           stats=ShingleStats.from_json(totals), links=listing.links or None)
     _check_documents(runner, record, params, args, listing.items if source.jsonl else ())
     work.record_stage("shingle", record)
     runner.log(f"shingle: {_shingle_summary(record)}" + (f"; {reused} of {plural(len(parts), 'new partition')} "
@@ -216,8 +207,8 @@ def run(runner: Runner, args: list[str], source: SourceParams, params: ShinglePa
 _CATALOGS: dict[tuple | None, Catalog] = {}  # loaded once per process: several stages of a run read the same catalog
 
 
-def load_catalog(work: WorkDir, record: dict) -> Catalog:
-    path = work.output("shingle", CATALOG, record["key"])
+def load_catalog(work: WorkDir, record: ShingleRecord) -> Catalog:
+    path = work.output("shingle", CATALOG, record.key)
     version = _catalog_version(path)
     if version is None or version not in _CATALOGS:
         _remember_catalog(version, Catalog(work.load_table(path, "shingle")))
@@ -237,15 +228,15 @@ def _remember_catalog(version: tuple | None, catalog: Catalog) -> None:
     _CATALOGS[version] = catalog
 
 
-def _stored_catalog(runner: Runner, record: dict) -> Catalog:
+def _stored_catalog(runner: Runner, record: ShingleRecord) -> Catalog:
     """The stored catalog, with the rows of a damaged shard marked dead (their documents are read again), or an
     empty one when the catalog itself is damaged (everything is read again)."""
     work = runner.work
-    if _up_to_date(work, "shingle", record["key"], runner.log) is None:
+    if _up_to_date(work, ShingleRecord, record.key, runner.log) is None:
         return Catalog.empty()
     catalog = load_catalog(work, record)
     start, live = 0, catalog["live"].copy()
-    for n, key, count in zip(record["shards"], record["partitions"], record["docs"]):
+    for n, key, count in zip(record.shard_numbers, record.shard_keys, record.shard_docs):
         if work.part_done("shingle", n, key, SHINGLE_FILES) is None:
             runner.log(f"warning: {work.part('shingle', n, '*')} has a missing or truncated file; reading its "
                        f"documents again")
@@ -254,13 +245,13 @@ def _stored_catalog(runner: Runner, record: dict) -> Catalog:
     return Catalog({**catalog.columns, "live": live})
 
 
-def _stored_binary(runner: Runner, record: dict) -> dict:
+def _stored_binary(runner: Runner, record: ShingleRecord) -> dict:
     """The binary files the stored record skipped (none if it kept no list, or the list is damaged: then they
     are read again)."""
-    if BINARY not in record.get("files", {}) or _up_to_date(runner.work, "shingle", record["key"]) is None:
+    if BINARY not in record.files or _up_to_date(runner.work, ShingleRecord, record.key) is None:
         return {}
     try:
-        return binary_of(runner.work.load_table(runner.work.output("shingle", BINARY, record["key"]), "shingle"))
+        return binary_of(runner.work.load_table(runner.work.output("shingle", BINARY, record.key), "shingle"))
     except (WorkDirError, KeyError):
         return {}
 
@@ -273,28 +264,28 @@ def _binary_found(part: PackedItems, ids) -> dict:
     return {item.id: (item.size, item.mtime_ns, item.inode) for item in part if item.id in wanted}
 
 
-def _check_documents(runner: Runner, record: dict, params: ShingleParams, args: list[str], items=()) -> None:
+def _check_documents(runner: Runner, record: ShingleRecord, params: ShingleParams, args: list[str], items=()
+                     ) -> None:
     """Stop when there is nothing to pair; items: the JSONL items, whose first record names its fields when
     the --id-field or --text-field given is not one of them."""
-    stats = record["stats"]
+    stats, source = record.stats, record.source
     where = " ".join(args)
-    if not stats.get("docs") and items:
-        source = record["source"]
+    if not stats.docs and items:
         fields = first_record_fields(items[0])
-        missing = [(option, source[name]) for option, name in (("--id-field", "id_field"),
-                                                                ("--text-field", "text_field"))
-                   if fields is not None and source[name] not in fields]
+        missing = [(option, field) for option, field in (("--id-field", source.id_field),
+                                                         ("--text-field", source.text_field))
+                   if fields is not None and field not in fields]
         if missing:
             option, field = missing[0]
             raise InputError(f"{where}: no record has the field {field!r} ({option}); the first record's fields are "
                              f"{', '.join(map(repr, fields or ())) or 'none'}: pass {option} with one of them")
-    if not stats.get("docs"):
-        raise InputError(f"{where}: no readable text documents (binary: {stats.get('binary', 0)}, unreadable: "
-                         f"{stats.get('unreadable', 0) + stats.get('vanished', 0)})")
-    if stats.get("docs") == stats.get("short"):
+    if not stats.docs:
+        raise InputError(f"{where}: no readable text documents (binary: {stats.count('binary')}, unreadable: "
+                         f"{stats.count('unreadable') + stats.count('vanished')})")
+    if "short" in stats.rest and stats.docs == stats.count("short"):
         raise InputError(f"{where}: no document is long enough for one {params.k}-{params.unit} shingle; "
                          f"lower -k or use --unit char")
-    if record["source"]["jsonl"]:
+    if source.jsonl:
         catalog = load_catalog(runner.work, record)
         ids = [catalog.ids[n] for n in np.flatnonzero(catalog.live)]
         if len(set(ids)) != len(ids):
@@ -303,35 +294,33 @@ def _check_documents(runner: Runner, record: dict, params: ShingleParams, args: 
                 if i in seen and i not in dup:
                     dup.append(i)
                 seen.add(i)
-            raise InputError(f"{where}: duplicate ids in field {record['source']['id_field']!r}: "
+            raise InputError(f"{where}: duplicate ids in field {source.id_field!r}: "
                              f"{', '.join(map(repr, dup[:5]))}{' ...' if len(dup) > 5 else ''}; "
                              f"ids must be unique")
 
 
-def _shingle_summary(record: dict) -> str:
-    s = record["stats"]
-    params = record["params"]
-    shingle = f"{params['k']}-{params['unit']} shingle"
-    text = (f"{plural(s['docs'], 'document')}, {s['bytes'] / 1e6:.1f} MB, {plural(s['shingles'], shingle)} in "
-            f"{plural(len(record['partitions']), 'partition')}")
+def _shingle_summary(record: ShingleRecord) -> str:
+    s = record.stats
+    shingle = f"{record.params.k}-{record.params.unit} shingle"
+    text = (f"{plural(s.docs, 'document')}, {s.bytes / 1e6:.1f} MB, {plural(s.shingles, shingle)} in "
+            f"{plural(len(record.shard_keys), 'partition')}")
     notes = [text for k, text in (
-        ("short", f"{s.get('short')} too short for one shingle (kept, never paired)"),
-        ("binary", f"{plural(s.get('binary', 0), 'binary file')} skipped"),
-        ("replaced", f"{s.get('replaced')} with invalid UTF-8 replaced"),
-        ("bad_lines", f"{plural(s.get('bad_lines', 0), 'bad JSONL line')} skipped")) if s.get(k)]
+        ("short", f"{s.count('short')} too short for one shingle (kept, never paired)"),
+        ("binary", f"{plural(s.count('binary'), 'binary file')} skipped"),
+        ("replaced", f"{s.count('replaced')} with invalid UTF-8 replaced"),
+        ("bad_lines", f"{plural(s.count('bad_lines'), 'bad JSONL line')} skipped")) if s.count(k)]
     notes += [f"{plural(n, *SKIPPED_NOUNS.get(kind, (kind,)))} skipped{SKIPPED_WHY.get(kind, '')}"
-              for kind, n in s.get("skipped", {}).items() if n]
-    changes = [f"{s[k]} {k}" for k in ("added", "removed", "renamed") if s.get(k)]
-    if changes and s.get("added") != s["docs"]:
+              for kind, n in (s.skipped or {}).items() if n]
+    changes = [f"{s.count(k)} {k}" for k in ("added", "removed", "renamed") if s.count(k)]
+    if changes and s.rest.get("added") != s.docs:
         notes.append("this run: " + ", ".join(changes))
     return text + ("; " + "; ".join(notes) if notes else "")
 
 
-def _report_problems(runner: Runner, record: dict) -> None:
-    stats = record["stats"]
-    for message in stats.get("messages", []):
+def _report_problems(runner: Runner, record: ShingleRecord) -> None:
+    for message in record.stats.messages or ():
         runner.log(f"warning: {message}")
-    runner.soft_errors += stats.get("unreadable", 0) + stats.get("vanished", 0)
+    runner.soft_errors += record.stats.count("unreadable") + record.stats.count("vanished")
 
 
 class Docs:
@@ -366,6 +355,6 @@ class Docs:
         return [self[n] for n in np.flatnonzero(self.catalog.live).tolist()]
 
 
-def load_docs(work: WorkDir, shingle_record: dict | None = None) -> Docs:
-    record = shingle_record or require(work, "shingle")
-    return Docs(load_catalog(work, record), record.get("inputs", []), record.get("cwd", ""), record.get("links"))
+def load_docs(work: WorkDir, shingle_record: ShingleRecord | None = None) -> Docs:
+    record = shingle_record or require(work, ShingleRecord)
+    return Docs(load_catalog(work, record), record.inputs, record.cwd or "", record.links)

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
@@ -12,6 +11,7 @@ from ..config import (
 )
 from ..kernels import lsh, sets
 from ..report.printer import plural
+from ..store.manifest import CandidatesRecord, ShingleRecord, SignatureRecord, VerifyBasis, VerifyRecord, VerifyStats
 from ..store.workdir import WorkDir
 from .driver import PartitionArrays, Runner, _absolute, _begin, _files, _up_to_date, part_starts, require
 from .results import recall_warning
@@ -55,36 +55,36 @@ def _member(codes: np.ndarray, sorted_codes: np.ndarray) -> np.ndarray:
         if len(sorted_codes) else np.zeros(len(codes), bool)
 
 
-def _reusable(work: WorkDir, basis: dict) -> tuple[np.ndarray, ...] | None:
+def _reusable(work: WorkDir, basis: VerifyBasis) -> tuple[np.ndarray, ...] | None:
     """The last verification's (checked pairs, accepted pairs, their scores and set sizes) if it can be reused:
     same threshold and signatures, and shards that are a prefix of today's (the shards are append-only, so a
     global number still means the same stored set)."""
-    record = work.read_manifest()["stages"].get("verify")
-    if record is None or "basis" not in record or _up_to_date(work, "verify", record["key"]) is None:
+    record = work.manifest().verify
+    if record is None or record.basis is None or _up_to_date(work, VerifyRecord, record.key) is None:
         return None
-    old = record["basis"]
-    if (old["threshold"] != basis["threshold"] or old["signature"] != basis["signature"]
-            or old["shards"] != basis["shards"][:len(old["shards"])]):
+    old = record.basis
+    if (old.threshold != basis.threshold or old.signature != basis.signature
+            or old.shard_keys != basis.shard_keys[:len(old.shard_keys)]):
         return None
-    return tuple(work.load_array(work.output("verify", name, record["key"]), "verify")
+    return tuple(work.load_array(work.output("verify", name, record.key), "verify")
                  for name in ("checked.npy", "pairs.npy", "scores.npy", "sizes.npy"))
 
 
-def run(runner: Runner, params: VerifyParams) -> dict:
+def run(runner: Runner, params: VerifyParams) -> VerifyRecord:
     """Exact Jaccard of the candidate pairs. Pairs checked by the last run on the same shards are not checked
     again: an incremental run verifies only the pairs that involve a new or changed document."""
     work = runner.work
-    upstream, key, record = _begin(runner, "verify", params)
+    upstream, key, record = _begin(runner, VerifyRecord, CandidatesRecord, params)
     warning = recall_warning(work, params.threshold)  # said with the results
     if record is not None:
-        runner.log(f"verify: up to date ({plural(record['stats']['pairs'], 'pair')} with Jaccard >= "
+        runner.log(f"verify: up to date ({plural(record.stats.pairs, 'pair')} with Jaccard >= "
                    f"{params.threshold})")
         if warning is not None:
             runner.log(f"warning: {warning}")
         return record
-    shingle_record = require(work, "shingle")
-    basis = {"threshold": params.threshold, "shards": shingle_record["partitions"],
-             "signature": work.read_manifest()["stages"]["signature"]["params"]}
+    shingle_record = require(work, ShingleRecord)
+    basis = VerifyBasis(threshold=params.threshold, shard_keys=shingle_record.shard_keys,
+                        signature=require(work, SignatureRecord).params)
     pairs = work.load_array(work.current("candidates", "pairs.npy"), "candidates")
     previous = _reusable(work, basis)
     if previous is not None:
@@ -100,7 +100,7 @@ def run(runner: Runner, params: VerifyParams) -> dict:
     work.save_array(todo_path, todo)
     n = len(todo)
     starts = tuple(part_starts(shingle_record).tolist())
-    shards = tuple(shingle_record["shards"])
+    shards = tuple(shingle_record.shard_numbers)
     chunk = min(VERIFY_CHUNK, max(MIN_VERIFY_CHUNK, -(-n // VERIFY_TASKS)))  # from n alone, never from --jobs
     tasks = [VerifyTask(str(work.root), str(todo_path), lo, min(lo + chunk, n), starts, shards)
              for lo in range(0, n, chunk)]
@@ -127,11 +127,11 @@ def run(runner: Runner, params: VerifyParams) -> dict:
     work.save_array(work.output("verify", "sizes.npy", key), sizes)
     work.save_jsonl(work.output("verify", "pairs.jsonl", key), _pair_records(ids, accepted, scores, sizes))
     todo_path.unlink()
-    record = {"key": key, "params": asdict(params), "upstream": upstream["key"], "basis": basis,
-              "files": _files(work, "verify", key, "checked.npy", "pairs.npy", "scores.npy", "sizes.npy",
-                             "pairs.jsonl"),
-              "stats": {"candidates": len(pairs), "checked": n, "pairs": len(accepted),
-                        "rejected": len(pairs) - len(accepted)}}
+    record = VerifyRecord(key=key, params=params, upstream=upstream.key, basis=basis,
+                          files=_files(work, "verify", key, "checked.npy", "pairs.npy", "scores.npy", "sizes.npy",
+                                       "pairs.jsonl"),
+                          stats=VerifyStats(candidates=len(pairs), checked=n, pairs=len(accepted),
+                                            rejected=len(pairs) - len(accepted)))
     work.record_stage("verify", record)
     reused = f" ({len(pairs) - n} known from the last run)" if len(pairs) > n else ""
     runner.log(f"verify: {len(accepted)} of {plural(len(pairs), 'candidate pair has', 'candidate pairs have')} "

@@ -60,27 +60,17 @@ import sys
 import time
 import zipfile
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 
 from .. import __version__
-from ..config import (
-    FORMAT,
-    BandParams,
-    CandidateParams,
-    ClusterParams,
-    ShingleParams,
-    SignatureParams,
-    SourceParams,
-    VerifyParams,
-)
 from ..errors import WorkDirError
+from .manifest import STAGES, Manifest, StageRecord, load
 
 # json.dumps(record, ensure_ascii=False, sort_keys=True), without building an encoder for every record
 _JSONL_ENCODER = json.JSONEncoder(ensure_ascii=False, sort_keys=True)
 _HOST = socket.gethostname()
-STAGES = ("shingle", "signature", "band", "candidates", "verify", "cluster")
 MANIFEST = "manifest.json"
 MARKER = ".neardup-workdir"
 CACHE_USE = "cache.json"  # a cache work dir's inputs and last use (see cache.py)
@@ -164,92 +154,6 @@ def _read_npy(path: Path, mmap: bool) -> np.ndarray | None:
         os.close(fd)
 
 
-class _Exactly(dict):
-    """A spec of a JSON object with exactly these keys (a parameter record, made into its dataclass)."""
-
-
-class _Map:
-    """A spec of a JSON object with any keys and values of one spec."""
-
-    def __init__(self, values):
-        self.values = values
-
-
-def _valid(value, spec) -> bool:
-    """Whether a JSON value has the shape of spec: a type (int and float exclude bool; float takes int), None,
-    a tuple of alternatives, [spec] (a list of), {key: spec} (an object with at least these keys; "?key":
-    optional), _Exactly({...}) or _Map(spec)."""
-    if isinstance(spec, dict):
-        if not isinstance(value, dict) or (isinstance(spec, _Exactly)
-                                           and not set(value) <= {k.lstrip("?") for k in spec}):
-            return False
-        return all(_valid(value[k.lstrip("?")], v) if k.lstrip("?") in value else k[0] == "?"
-                   for k, v in spec.items())
-    if isinstance(spec, _Map):
-        return isinstance(value, dict) and all(_valid(v, spec.values) for v in value.values())
-    if isinstance(spec, list):
-        return isinstance(value, list) and all(_valid(v, spec[0]) for v in value)
-    if isinstance(spec, tuple):
-        return any(_valid(value, s) for s in spec)
-    if spec is None:
-        return value is None
-    if spec is object:  # a field of a type this check does not know
-        return True
-    if isinstance(value, bool):
-        return spec is bool
-    return isinstance(value, (int, float) if spec is float else spec)
-
-
-def _params_spec(cls, *read: str) -> _Exactly:
-    """The stored form (dataclasses.asdict, as JSON) of a parameter dataclass, from its fields' annotations. A
-    field with a default may be missing (a field added later keeps older work dirs usable: cls(**params) fills
-    it), unless named in `read`: a stage reads it from the record directly."""
-    # f.type is the annotation as a string (from __future__ import annotations)
-    kinds = {"int": int, "str": str, "bool": bool, "float": float, "float | None": (float, None),
-             "str | None": (str, None), "tuple[str, ...]": [str]}
-    return _Exactly({("" if f.name in read or f.default is f.default_factory is dataclasses.MISSING else "?")
-                     + f.name: kinds.get(cast(str, f.type), object) for f in dataclasses.fields(cls)})
-
-
-_SHINGLE_COUNTS = tuple(f"?{name}" for name in ("short", "binary", "replaced", "bad_lines", "unreadable", "vanished",
-                                                "added", "removed", "renamed"))
-
-
-def _manifest_spec() -> dict:
-    """The shape of a manifest of this format: what the stages read from it without checking again."""
-    shards = {"shards": [int], "partitions": [str], "next_shard": int}
-    whole = {"upstream": str, "files": _Map(int)}
-    stage = {"key": str, "?completed": str, "?version": str}
-    signature = _params_spec(SignatureParams, "num_perm")
-    return {"format": int, "version": str, "?index": bool, "?reported": int, "stages": {
-        "?shingle": {**stage, **shards, "params": _params_spec(ShingleParams, "k", "unit"),
-                     "source": _params_spec(SourceParams, "jsonl", "id_field"),
-                     "content": {"params": _params_spec(ShingleParams), "jsonl": bool, "id_field": str,
-                                 "text_field": str, "strict": bool},
-                     "inputs": [{"path": str, "reference": bool}], "docs": [int], "bytes": [int], "run": int,
-                     "files": _Map(int), "stats": {**dict.fromkeys(("docs", "bytes", "shingles"), int),
-                                                   **dict.fromkeys(_SHINGLE_COUNTS, int),
-                                                   "?messages": [str], "?skipped": _Map(int)}},
-        "?signature": {**stage, **shards, "upstream": str, "params": signature, "docs": [int]},
-        "?band": {**stage, **shards, "upstream": str, "params": _params_spec(BandParams)},
-        "?candidates": {**stage, **whole, "params": _params_spec(CandidateParams), "stats": {"candidates": int},
-                        "?basis": {"signature": signature, "bands": _params_spec(BandParams), "max_bucket": int,
-                                   "shards": [str], "documents": int}},
-        "?verify": {**stage, **whole, "params": _params_spec(VerifyParams, "threshold"), "stats": {"pairs": int},
-                    "?basis": {"threshold": float, "shards": [str], "signature": signature}},
-        "?cluster": {**stage, **whole, "params": _params_spec(ClusterParams, "link"),
-                     "stats": dict.fromkeys(("groups", "documents", "duplicates"), int)}}}
-
-
-_MANIFEST_SPEC = _manifest_spec()
-
-
-def _same_lengths(record: dict) -> bool:
-    """A shard list's columns (numbers, keys, counts, sizes) go together: one entry per shard."""
-    lengths = {len(record[f]) for f in ("shards", "partitions", "docs", "bytes") if f in record}
-    return len(lengths) <= 1
-
-
 def _is_marker(path: Path) -> bool:
     """Whether path is nearDup's mark: a plain file (not a link) with nearDup's text."""
     try:
@@ -294,9 +198,11 @@ class WorkDir:
         else:
             self._claim(write=False, cache=cache)
         self._lock_fd: int | None = None
-        self._pending: dict | None = None  # a transaction's stage records and settings, not yet in the manifest
+        # a transaction's stage records (in a Manifest) and settings, not yet in the stored manifest
+        self._pending: Manifest | None = None
+        self._settings: dict = {}
         self._folders: set[str] = set()  # stage folders known to exist (a mkdir per path was a syscall per file)
-        self._checked = b""  # the manifest's bytes as last checked for shape
+        self._read: tuple[tuple[int, int, int], Manifest] | None = None  # the stored manifest, by file version
 
     def _claim(self, write: bool, cache: bool) -> None:
         """Check that the existing folder root is nearDup's: marked, or empty (then marked now), or a work dir
@@ -337,13 +243,14 @@ class WorkDir:
                                    f"move it away (or use a new -w/--workdir)")
 
     # ------------------------------------------------------------------------------------------------ manifest
+    def manifest(self) -> Manifest:
+        """The manifest, with the records and settings of an open transaction in place of the stored ones."""
+        stored = self._stored_manifest()
+        return stored if self._pending is None else stored.updated(self._pending.stages, **self._settings)
+
     def read_manifest(self) -> dict:
-        """The manifest, with the records of an open transaction in place of the stored ones."""
-        manifest = self._stored_manifest()
-        if self._pending:
-            manifest["stages"].update(self._pending.get("stages", {}))
-            manifest.update({k: v for k, v in self._pending.items() if k != "stages"})
-        return manifest
+        """The manifest as JSON (see manifest())."""
+        return self.manifest().to_json()
 
     def usable(self) -> bool:
         """Whether the manifest can be read by this nearDup (absent counts: a new work dir)."""
@@ -353,74 +260,75 @@ class WorkDir:
             return False
         return True
 
-    def _stored_manifest(self) -> dict:
+    def _stored_manifest(self) -> Manifest:
+        """The stored manifest, read and checked once per version of the file: another process (a run beside a
+        `query`) replaces it by rename, which gives it a new inode."""
         path = self.root / MANIFEST
-        if not path.exists():
-            return {"format": FORMAT, "version": __version__, "stages": {}}
-        corrupt = WorkDirError(f"{path}: manifest is corrupt; re-run with --force to rebuild the work dir")
         try:
-            data = path.read_bytes()
-            manifest = json.loads(data)
-        except (ValueError, OSError):
-            raise corrupt from None
-        if data == self._checked:  # the shape check costs ~1 ms; a run reads the manifest some thirty times
-            return manifest
-        if not isinstance(manifest, dict) or not isinstance(manifest.get("stages"), dict):
-            raise corrupt
-        if manifest.get("format") != FORMAT:
-            raise WorkDirError(
-                f"{self.root}: work dir was written by nearDup {manifest.get('version', '?')} (format "
-                f"{manifest.get('format')}), this is {__version__} (format {FORMAT}); use a new --workdir "
-                f"or re-run with --force to rebuild it")
-        if not _valid(manifest, _MANIFEST_SPEC) or not all(_same_lengths(r) for r in manifest["stages"].values()):
-            raise corrupt  # checked once here, so that no stage meets a record of the wrong shape
-        self._checked = data
-        return manifest
+            st = os.stat(path)
+        except FileNotFoundError:
+            return Manifest()
+        except OSError:
+            raise WorkDirError(f"{path}: manifest is corrupt; re-run with --force to rebuild the work dir") from None
+        version = (st.st_size, st.st_mtime_ns, st.st_ino)
+        if self._read is None or self._read[0] != version:
+            try:
+                data = path.read_bytes()
+            except OSError:
+                raise WorkDirError(f"{path}: manifest is corrupt; re-run with --force to rebuild the work dir") \
+                    from None
+            self._read = version, load(path, data)
+        return self._read[1]
 
-    def stage(self, name: str) -> dict | None:
-        return self.read_manifest()["stages"].get(name)
+    def stage(self, name: str) -> StageRecord | None:
+        return self.manifest().stages.get(name)
 
-    def record_stage(self, name: str, record: dict) -> None:
-        record = {**record, "version": __version__,
-                  "completed": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")}
-        self._write(stages={name: record})
+    def record_stage(self, name: str, record: StageRecord) -> None:
+        record = dataclasses.replace(record, version=__version__,
+                                     completed=datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"))
+        self._write({name: record})
 
     def set(self, **settings) -> None:
         """Top-level manifest settings (index, reported), written like a stage record."""
-        self._write(**settings)
+        self._write({}, **settings)
 
-    def _write(self, stages: dict | None = None, **settings) -> None:
+    def _write(self, stages: dict[str, StageRecord], **settings) -> None:
+        """The one writer of the manifest (in a transaction: kept in memory until commit)."""
         if self._pending is not None:
-            self._pending.setdefault("stages", {}).update(stages or {})
-            self._pending.update(settings)
+            self._pending = self._pending.updated(stages)
+            self._settings.update(settings)
             return
-        manifest = self._stored_manifest()
-        manifest["version"] = __version__
-        manifest["stages"].update(stages or {})
-        manifest.update(settings)
-        with atomic_file(self.root / MANIFEST, "w") as f:
-            json.dump(manifest, f, indent=1, sort_keys=True)
-        self.collect_garbage(manifest["stages"])
+        manifest = self._stored_manifest().updated(stages, version=__version__, **settings)
+        path = self.root / MANIFEST
+        with atomic_file(path, "w") as f:
+            f.write(manifest.dumps())
+        st = os.stat(path)
+        self._read = (st.st_size, st.st_mtime_ns, st.st_ino), manifest  # what was written: not read back
+        self.collect_garbage(manifest.stages)
 
     def begin(self) -> None:
         """Start a transaction: records and settings stay in memory until commit()."""
         if self._pending is None:
-            self._pending = {}
+            self._pending, self._settings = Manifest(), {}
 
     def commit(self) -> None:
-        pending, self._pending = self._pending, None
-        if pending:
-            self._write(**pending)
+        pending, settings, self._pending, self._settings = self._pending, self._settings, None, {}
+        if pending is not None and (pending.stages or settings):
+            self._write(pending.stages, **settings)
 
-    def collect_garbage(self, stages: dict) -> None:
+    def rollback(self) -> None:
+        """Forget an open transaction's records and settings: the stored manifest stays as it was."""
+        self._pending, self._settings = None, {}
+
+    def collect_garbage(self, stages: dict[str, StageRecord]) -> None:
         """Remove stage files that the stored records (`stages`) do not list: earlier runs' shards and outputs.
         Called after the manifest is written, so only by the holder of the lock and never inside a transaction."""
         for stage in STAGES:
             folder, record = self.root / stage, stages.get(stage)
             if record is None:
                 continue
-            keep = {self.output(stage, file, record["key"]).name for file in record.get("files", {})}
-            shards, limit = set(record.get("shards", ())), record.get("next_shard", 0)
+            keep = {self.output(stage, file, record.key).name for file in getattr(record, "files", {})}
+            shards, limit = set(getattr(record, "shard_numbers", ())), getattr(record, "next_shard", 0)
             for name in self._own_files(stage):
                 path = folder / name
                 if name in keep or name.startswith("."):  # listed, or another process's temporary file
@@ -475,10 +383,10 @@ class WorkDir:
 
     def current(self, stage: str, name: str) -> Path:
         """The output file `name` of the stage's current record."""
-        record = self.read_manifest()["stages"].get(stage)
+        record = self.stage(stage)
         if record is None:
             raise WorkDirError(f"{self.root}: the {stage} stage has not run")
-        return self.output(stage, name, record["key"])
+        return self.output(stage, name, record.key)
 
     # ------------------------------------------------------------------------------------------------ files
     def save_array(self, path: Path, array: np.ndarray) -> None:
