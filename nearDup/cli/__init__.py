@@ -47,6 +47,7 @@ from ..store.cache import absolute, default_workdir, record_use
 from ..store.workdir import STAGES, WorkDir
 from ..text.read import STREAM_BYTES
 from .admin import COMMANDS, evict
+from .report import report_command, report_option, write_pair_report, write_run_report
 from .settings import given, load
 
 SHINGLE_DEFAULTS = ShingleParams()
@@ -630,12 +631,13 @@ def cluster(ctx, link, keep, prefer):
 @click.option("--replay", type=click.Path(dir_okay=False), metavar="PAIRS.jsonl",
               help="Re-filter, re-group and re-print saved pairs (jsonl output, or a work dir's "
                    "verify/KEY.pairs.jsonl) without reading any document.")
+@report_option
 @script_options
 @common_options
 @click.pass_context
 def run(ctx, paths, unit, k, whitespace, strip_punct, num_perm, seed, minhash, threshold, bands, rows, max_bucket,
         min_shingles, min_size,
-        references, link, keep, prefer, groups, index, new_only, rebuild, replay, **source):
+        references, link, keep, prefer, groups, index, new_only, rebuild, replay, report, **source):
     """All stages, from documents to verified pairs (or groups, or paths) on stdout."""
     app = _app(ctx)
     if index:
@@ -649,8 +651,8 @@ def run(ctx, paths, unit, k, whitespace, strip_punct, num_perm, seed, minhash, t
         app.select = "groups"
     cluster_params = _cluster_params(link, keep, prefer)
     if replay:
-        if paths:
-            raise click.UsageError("--replay reads saved pairs: give no PATH")
+        if paths or report:
+            raise click.UsageError("--replay reads saved pairs: give no PATH" + (" and no --report" if report else ""))
         header: dict = {}
         saved = read_pairs(replay, None, header)
         lowest = min((p["jaccard"] for p in saved), default=None)
@@ -695,6 +697,8 @@ def run(ctx, paths, unit, k, whitespace, strip_punct, num_perm, seed, minhash, t
     if (app.select or "pairs") != "pairs" or app.reference_only:
         pipeline.cluster.run(runner, cluster_params)
         app.last = "cluster"
+    if report:
+        write_run_report(runner, cluster_params, report)
 
 
 @cli.command()
@@ -720,10 +724,11 @@ COMPARE_IGNORES = ("workdir", "jobs", "scheduler", "scheduler_file", "force", "w
 @shingle_options
 @threshold_option
 @click.option("--explain", is_flag=True, help="Show A with the passages it shares with B highlighted.")
+@report_option
 @_without(*COMPARE_IGNORES)
 @common_options
 @click.pass_context
-def compare(ctx, a, b, unit, k, whitespace, strip_punct, threshold, explain):
+def compare(ctx, a, b, unit, k, whitespace, strip_punct, threshold, explain, report):
     """Exact Jaccard and containment of two documents (files; - for the text on stdin); exit 0 if Jaccard >=
     --threshold, else 1."""
     app = _app(ctx)
@@ -739,6 +744,8 @@ def compare(ctx, a, b, unit, k, whitespace, strip_punct, threshold, explain):
         click.echo("\n".join(lines))
         if explain:
             _explain(app, result, unit)
+    if report:
+        write_pair_report(a, b, ShingleParams(unit, k, whitespace, strip_punct), threshold, report)
     ctx.exit(0 if result["jaccard"] >= threshold else 1)
 
 
@@ -881,7 +888,7 @@ def inspect(ctx, paths, unit, k, whitespace, strip_punct, **source):
         previous = record
 
 
-for _command in COMMANDS:
+for _command in (*COMMANDS, report_command):
     cli.add_command(_command)
 
 

@@ -1,0 +1,414 @@
+"""The HTML report (issue 21): one self-contained file (CSS, script and SVG figures inline, no network request)
+with the summary, the S-curve, the Jaccard histogram of the candidates, the group sizes, a groups table that pages
+10,000 groups from an inline JSON blob, and pair views with the shared passages marked in the original text.
+
+Two halves: `render(data)` is a pure function from a ReportData (plain values) to one HTML string, byte-identical
+for equal data (no timestamps; matplotlib's SVG with a fixed hash salt and no date); `load(work)` and
+`load_pair(...)` build that data from a work dir or from two files, through the library's own readers (stored
+pairs, groups, stage records, compare.run for the passages). jinja2 and matplotlib come with nearDup[report].
+"""
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import importlib
+import io
+import json
+import re
+import unicodedata
+from pathlib import Path
+
+import numpy as np
+
+from ..config import ShingleParams
+from ..errors import NearDupError
+from ..kernels import lsh, sets
+from ..pipeline import compare
+from ..pipeline.cluster import clusters
+from ..pipeline.driver import PartitionArrays, part_starts, require
+from ..pipeline.results import StoredPairs, recall_warning, resolved_params
+from ..pipeline.shingle import load_docs
+from ..pipeline.similarity import set_overlap
+from ..store.workdir import WorkDir
+from ..text.read import STREAM_BYTES, decode
+from .printer import Printer, human_size, plural
+from .results import summary_line
+
+MISSING_EXTRA = "--report needs jinja2 and matplotlib: pip install 'nearDup[report]'"
+VIEW_GROUPS = 20  # pair views (keeper against each duplicate) are made for the first groups only,
+VIEW_PAIRS = 60  # at most this many,
+VIEW_CHARS = 2_000_000  # and at most this much text in all: the others get the command that makes their report
+REJECTED_SAMPLE = 20_000  # rejected candidates whose Jaccard is recomputed for the histogram (verify keeps none)
+PAGE_GROUPS = 50
+
+
+def require_extra() -> None:
+    """Refuse early, in one line, when the report's libraries are not installed."""
+    for module in ("jinja2", "matplotlib"):
+        try:
+            importlib.import_module(module)
+        except ImportError:
+            raise NearDupError(MISSING_EXTRA) from None
+
+
+@dataclasses.dataclass(frozen=True)
+class PairView:
+    """Two documents side by side: each text as segments (text, passage number or -1), the passage of the other
+    side each passage is aligned with, and the scores compare.run gives."""
+
+    a: str
+    b: str
+    scores: dict  # jaccard, containment_a_in_b, containment_b_in_a, shingles_a, shingles_b, shared
+    segments_a: list  # [[text, passage or -1], ...] of the original text
+    segments_b: list
+    peers_a: list  # peers_a[i]: the passage of b where passage i of a starts (or -1)
+    peers_b: list
+    note: str = ""  # why the text is shown normalised, if it is
+
+
+@dataclasses.dataclass(frozen=True)
+class ReportData:
+    """Everything a report shows, as plain values; render() draws it."""
+
+    title: str
+    summary: list  # [(label, value), ...]
+    params: dict
+    pairs_json: str = "[]"  # the pair records exactly as `--format jsonl` prints them, as a JSON array
+    groups_json: str = "[]"  # the group records likewise
+    docs: dict = dataclasses.field(default_factory=dict)  # id -> [size, "YYYY-MM-DD"] of group members
+    verified: tuple = ()  # exact Jaccard of the verified pairs
+    rejected: tuple = ()  # exact Jaccard of (a sample of) the rejected candidates
+    rejected_note: str = ""
+    bands: int | None = None
+    rows: int | None = None
+    threshold: float | None = None
+    views: tuple = ()  # PairView
+    notes: tuple = ()  # warnings and what was left out
+
+
+# ------------------------------------------------------------------------------------------------ loading
+
+def load(work: WorkDir) -> ReportData:
+    """The report of a work dir's stored results (through the cluster stage). Documents are read only for the pair
+    views (the first VIEW_GROUPS groups)."""
+    require(work, "cluster")
+    stages = work.read_manifest()["stages"]
+    params = resolved_params(work, "cluster")
+    threshold = float(params["threshold"])
+    docs = load_docs(work)
+    groups = clusters(work)
+    pairs = StoredPairs(work)
+    sizes, mtimes = docs.catalog["size"], docs.catalog["mtime_ns"]
+    members = {m["id"]: m["doc"] for g in groups for m in g["members"]}
+    info = {i: [int(sizes[n]), _date(int(mtimes[n]))] for i, n in sorted(members.items())}
+    verified = tuple(float(p["jaccard"]) for p in pairs)
+    rejected, rejected_note = _rejected(work, stages)
+    shingle = stages["shingle"]["stats"]
+    candidates = stages["verify"]["stats"]["candidates"]
+    skipped = {reason: n for reason, n in sorted(shingle.get("skipped", {}).items()) if n}
+    summary = [
+        ("inputs", ", ".join(p["path"] for p in stages["shingle"].get("inputs", []))),
+        ("documents read", f"{shingle['docs']} ({human_size(shingle['bytes'])})"),
+        ("skipped", ", ".join(f"{n} {reason}" for reason, n in
+                              {"binary": shingle.get("binary", 0), "too short (never paired)": shingle.get("short", 0),
+                               **skipped}.items() if n) or "none"),
+        ("parameters", f"{params['unit']} {params['k']}-shingles, num_perm {params['num_perm']}, "
+                       f"b {params['bands']} x r {params['rows']}, threshold {threshold}"),
+        ("candidate pairs", str(candidates)),
+        ("verified pairs", str(len(verified))),
+        ("groups", summary_line(pairs, groups, lambda m: int(sizes[m["doc"]]))),
+    ]
+    notes = [w for w in (recall_warning(work, threshold),) if w]
+    views, left = _views(groups, docs, ShingleParams(**stages["shingle"]["params"]))
+    if left:
+        notes.append(left)
+    return ReportData(f"nearDup report: {summary[0][1]}", summary, params, _jsonl(lambda p: p.pairs(pairs)),
+                      _jsonl(lambda p: p.groups(groups)), info, verified, rejected, rejected_note,
+                      params["bands"], params["rows"], threshold, tuple(views), tuple(notes))
+
+
+def load_pair(a: str, b: str, params: ShingleParams, threshold: float) -> ReportData:
+    """The report of one pair (compare --report): its view and scores, no figures."""
+    view = pair_view(a, b, a, b, params)
+    s = view.scores
+    summary = [("A", a), ("B", b), ("exact Jaccard", f"{s['jaccard']:.4f}"),
+               ("shingles", f"A {s['shingles_a']}, B {s['shingles_b']}, {s['shared']} shared"),
+               ("threshold", f"{threshold} ({'at or above' if s['jaccard'] >= threshold else 'below'})")]
+    return ReportData(f"nearDup compare: {a} ~ {b}", summary, dataclasses.asdict(params), views=(view,),
+                      threshold=threshold)
+
+
+def _jsonl(write) -> str:
+    """Records as the JSONL printer writes them, joined into one JSON array (so they equal stdout's)."""
+    out = io.StringIO()
+    write(Printer(out, "jsonl"))
+    return "[" + ",".join(out.getvalue().splitlines()) + "]"
+
+
+def _date(mtime_ns: int) -> str:
+    return datetime.datetime.fromtimestamp(mtime_ns / 1e9, datetime.UTC).strftime("%Y-%m-%d") if mtime_ns else ""
+
+
+def _rejected(work: WorkDir, stages: dict) -> tuple[tuple, str]:
+    """Exact Jaccard of the rejected candidates: verify keeps the checked pairs but scores only the accepted ones,
+    so they are recomputed here, for at most REJECTED_SAMPLE pairs spread evenly over them."""
+    checked = work.load_array(work.current("verify", "checked.npy"), "verify")
+    accepted = work.load_array(work.current("verify", "pairs.npy"), "verify")
+    rejected = checked[~np.isin(lsh.pair_codes(checked), lsh.pair_codes(accepted))] if len(checked) else checked
+    if not len(rejected):
+        return (), ""
+    note = ""
+    if len(rejected) > REJECTED_SAMPLE:
+        rejected = rejected[np.linspace(0, len(rejected) - 1, REJECTED_SAMPLE).astype(np.int64)]
+        note = f"{REJECTED_SAMPLE} of {stages['verify']['stats']['rejected']} rejected pairs, evenly spread"
+    record = stages["shingle"]
+    shingles = PartitionArrays(work, "shingle", ("values.npy", "offsets.npy"), record["shards"])
+    inter, la, lb = set_overlap(shingles, part_starts(record), rejected[:, 0], rejected[:, 1])
+    return tuple(float(x) for x in sets.jaccard(inter, la, lb)), note
+
+
+def _views(groups: list[dict], docs, params: ShingleParams) -> tuple[list[PairView], str]:
+    """Pair views of each keeper against its duplicates, in the first VIEW_GROUPS groups (within VIEW_PAIRS and
+    VIEW_CHARS)."""
+    views: list[PairView] = []
+    chars = 0
+    for g in groups[:VIEW_GROUPS]:
+        keeper = g["members"][0]
+        for m in g["members"][1:]:
+            if len(views) >= VIEW_PAIRS or chars >= VIEW_CHARS:
+                break
+            a, b = docs[keeper["doc"]], docs[m["doc"]]
+            if a["size"] + b["size"] > 2 * STREAM_BYTES:
+                continue
+            try:
+                view = pair_view(a["path"], b["path"], a["id"], b["id"], params)
+            except (NearDupError, OSError):  # changed or gone since the run (JSONL records have no file)
+                continue
+            views.append(view)
+            chars += sum(len(t) for t, _ in view.segments_a) + sum(len(t) for t, _ in view.segments_b)
+    shown = sum(g["size"] - 1 for g in groups)
+    left = "" if len(views) >= shown else (
+        f"pair views: {plural(len(views), 'pair')} of the first {min(len(groups), VIEW_GROUPS)} groups are shown; "
+        f"for another pair run `neardup compare KEEPER DUPLICATE --report pair.html`")
+    return views, left
+
+
+def pair_view(path_a: str, path_b: str, name_a: str, name_b: str, params: ShingleParams) -> PairView:
+    """Both documents with the passages each shares with the other (compare.run, once each way), marked in the
+    original text; each passage of one side points at the passage of the other that holds its first shingle."""
+    ab = compare.run(path_a, path_b, params, explain=True)
+    ba = compare.run(path_b, path_a, params, explain=True)
+    scores = {k: ab[k] for k in ("jaccard", "containment_a_in_b", "containment_b_in_a", "shingles_a", "shingles_b",
+                                 "shared")}
+    sides = []
+    notes = []
+    for path, result in ((path_a, ab), (path_b, ba)):
+        text = _original(path)
+        if result["tokens_a"] is None or text is None:
+            raise NearDupError(f"{path}: too large for a pair view")
+        segments, note = _segments(text, result["tokens_a"], result["passages"], params)
+        sides.append((result["tokens_a"], result["passages"], segments))
+        if note:
+            notes.append(note)
+    (ta, pa, sa), (tb, pb, sb) = sides
+    return PairView(name_a, name_b, scores, sa, sb, _peers(ta, pa, tb, pb, params.k),
+                    _peers(tb, pb, ta, pa, params.k), "; ".join(notes))
+
+
+def _original(path: str) -> str | None:
+    with open(path, "rb") as f:
+        decoded = decode(f.read())
+    return None if decoded is None else decoded[0]
+
+
+def _peers(tokens: list, passages: list, other_tokens: list, other_passages: list, k: int) -> list[int]:
+    """For each passage, the passage of the other document holding its first shingle (-1 if none)."""
+    where: dict = {}
+    for n, (start, end) in enumerate(other_passages):
+        for i in range(start, max(start, end - k + 1)):
+            where.setdefault(tuple(other_tokens[i:i + k]), n)
+    return [where.get(tuple(tokens[s:s + k]), -1) for s, _ in passages]
+
+
+def _segments(text: str, tokens: list, passages: list, params: ShingleParams) -> tuple[list, str]:
+    """The original text cut into [piece, passage or -1], the passages given as token ranges of the normalised
+    text. Normalising piece by piece (a character with its combining marks, a run of blanks) must give the whole
+    normalised text; where it does not, the normalised text is shown instead (and said so)."""
+    pieces, normalised = _pieces(text, params)
+    joined = "".join(normalised)
+    note = ""
+    if joined != _normalise(text, params):
+        pieces, normalised, joined = list(joined), list(joined), joined
+        note = "shown normalised: its original text could not be aligned with the normalised one"
+    # where each token starts and ends in the normalised text
+    spans, at = [], 0
+    for token in tokens:  # in order: each token is found after the one before it
+        start = joined.find(token, at)
+        if start < 0:  # cannot happen when compare's tokens come from this text; show it unmarked
+            return [[text, -1]], "passages not marked: tokens could not be placed"
+        at = start + len(token)
+        spans.append((start, at))
+    # normalised offset -> original offset, at piece boundaries
+    norm_at = np.cumsum([0, *map(len, normalised)])
+    orig_at = np.cumsum([0, *map(len, pieces)])
+    source = "".join(pieces)
+    cuts: list = []
+    for n, (s, e) in enumerate(passages):
+        lo = int(np.searchsorted(norm_at, spans[s][0], side="right")) - 1
+        hi = int(np.searchsorted(norm_at, spans[e - 1][1], side="left"))
+        cuts.append((int(orig_at[lo]), int(orig_at[hi]), n))
+    segments, at = [], 0
+    for lo, hi, n in cuts:
+        if lo > at:
+            segments.append([source[at:lo], -1])
+        segments.append([source[max(lo, at):hi], n])
+        at = max(at, hi)
+    if at < len(source):
+        segments.append([source[at:], -1])
+    return segments, note
+
+
+_BLANKS = re.compile(r"\s+")
+
+
+def _pieces(text: str, params: ShingleParams) -> tuple[list[str], list[str]]:
+    """The text as pieces (a character with the combining marks after it; a run of blanks) and each piece
+    normalised on its own, as normalise() would (NFKC, case folding, punctuation, blanks)."""
+    from ..text.normalise import _punctuation_table
+
+    pieces: list[str] = []
+    for m in re.finditer(r"\s+|.", text, re.DOTALL):
+        piece = m.group()
+        if pieces and not piece.isspace() and unicodedata.combining(piece[0]):
+            pieces[-1] += piece
+        else:
+            pieces.append(piece)
+    out = []
+    for i, piece in enumerate(pieces):
+        blank = piece.isspace()
+        norm = unicodedata.normalize("NFKC", piece).casefold()
+        if params.strip_punct:
+            norm = norm.translate(_punctuation_table())
+        if params.unit == "char" and blank:
+            norm = "" if params.whitespace == "remove" or i in (0, len(pieces) - 1) else " "
+        out.append(norm)
+    return pieces, out
+
+
+def _normalise(text: str, params: ShingleParams) -> str:
+    from ..text.normalise import normalise
+
+    return normalise(text, params)
+
+
+# ------------------------------------------------------------------------------------------------ rendering
+
+def render(data: ReportData) -> str:
+    """One HTML string, the same bytes for the same data."""
+    try:
+        import jinja2
+    except ImportError:
+        raise NearDupError(MISSING_EXTRA) from None
+    env = jinja2.Environment(loader=jinja2.PackageLoader("nearDup.report", "templates"), autoescape=True,
+                             keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True)
+    figures = []
+    if data.bands and data.rows:
+        figures.append(_scurve(data))
+    if data.verified or data.rejected:
+        figures.append(_histogram(data))
+    sizes = [g["size"] for g in json.loads(data.groups_json)]
+    if sizes:
+        figures.append(_group_sizes(sizes))
+    views = [{"a": v.a, "b": v.b, "scores": v.scores, "sa": v.segments_a, "sb": v.segments_b,
+              "pa": v.peers_a, "pb": v.peers_b, "note": v.note} for v in data.views]
+    blob = '{"groups":%s,"pairs":%s,"docs":%s,"views":%s,"page":%d}' % (  # noqa: UP031  (JSON from JSON)
+        data.groups_json, data.pairs_json, _json(data.docs), _json(views), PAGE_GROUPS)
+    return env.get_template("report.html.j2").render(
+        data=data, figures=figures, params=json.dumps(data.params, sort_keys=True),
+        blob=blob.replace("<", "\\u003c"))  # no "</script>" inside the script element
+
+
+def _json(value) -> str:
+    return json.dumps(value, separators=(",", ":"), sort_keys=True)
+
+
+def _figure(fig, name: str, alt: str) -> dict:
+    """An inline SVG: matplotlib with a fixed hash salt per figure (ids differ between the figures of a page and
+    not between runs), no date in its metadata, text kept as text."""
+    import matplotlib
+
+    out = io.StringIO()
+    with matplotlib.rc_context({"svg.hashsalt": f"neardup-{name}", "svg.fonttype": "none"}):
+        fig.savefig(out, format="svg", metadata={"Date": None}, bbox_inches="tight")
+    svg = out.getvalue()
+    svg = svg[svg.index("<svg"):]
+    svg = re.sub(r"\s*<metadata>.*?</metadata>", "", svg, count=1, flags=re.DOTALL)  # RDF naming matplotlib
+    svg = svg.replace("<svg ", f'<svg role="img" aria-labelledby="fig-{name}" ', 1)
+    return {"name": name, "svg": svg, "alt": alt}
+
+
+def _new_figure():
+    from matplotlib.figure import Figure  # no pyplot: no global state, no GUI backend
+
+    fig = Figure(figsize=(5.2, 3.2), dpi=72)
+    ax = fig.add_subplot()
+    ax.spines[["top", "right"]].set_visible(False)
+    return fig, ax
+
+
+def _scurve(data: ReportData) -> dict:
+    assert data.bands is not None and data.rows is not None
+    b, r, t = data.bands, data.rows, data.threshold
+    fig, ax = _new_figure()
+    s = np.linspace(0, 1, 201)
+    ax.plot(s, lsh.s_curve(s, b, r), color="#1f4e8c", label=f"P(candidate) = 1 - (1 - s^{r})^{b}")
+    if t is not None:
+        ax.axvline(t, color="#444", linestyle="--", label=f"threshold {t}")
+    if data.verified:
+        x = np.unique(np.round(np.asarray(data.verified), 3))  # at most 1001 points however many pairs
+        ax.plot(x, lsh.s_curve(x, b, r), "o", markersize=4, color="#b35900", label="verified pairs")
+    ax.set(xlabel="Jaccard similarity s", ylabel="probability of being a candidate", xlim=(0, 1), ylim=(0, 1.02))
+    ax.legend(loc="upper left", frameon=False, fontsize=8)
+    return _figure(fig, "scurve", f"S-curve of b = {b} bands of r = {r} rows, threshold {t}, "
+                                  f"{len(data.verified)} verified pairs on it")
+
+
+def _histogram(data: ReportData) -> dict:
+    fig, ax = _new_figure()
+    edges = np.linspace(0, 1, 51)
+    ax.hist([np.asarray(data.rejected), np.asarray(data.verified)], bins=edges, stacked=True,
+            color=["#bbbbbb", "#1f4e8c"], hatch=["//", None], edgecolor="#333", linewidth=0.4,
+            label=[f"rejected (< threshold): {len(data.rejected)}" + (f" ({data.rejected_note})"
+                                                                       if data.rejected_note else ""),
+                   f"verified (>= threshold): {len(data.verified)}"])
+    if data.threshold is not None:
+        ax.axvline(data.threshold, color="#444", linestyle="--")
+    ax.set(xlabel="exact Jaccard of candidate pairs", ylabel="pairs", xlim=(0, 1))
+    ax.legend(loc="upper left", frameon=False, fontsize=8)
+    return _figure(fig, "jaccard", f"Histogram of exact Jaccard: {len(data.verified)} verified, "
+                                   f"{len(data.rejected)} rejected candidate pairs")
+
+
+def _group_sizes(sizes: list[int]) -> dict:
+    fig, ax = _new_figure()
+    values, counts = np.unique(sizes, return_counts=True)
+    ax.bar(values, counts, color="#1f4e8c", width=0.8)
+    ax.set(xlabel="documents in the group", ylabel="groups")
+    if values[-1] > 30:
+        ax.set_xscale("log")
+    if counts.max() > 100:
+        ax.set_yscale("log")
+    ax.xaxis.get_major_locator().set_params(integer=True)
+    return _figure(fig, "sizes", f"Group sizes: {len(sizes)} groups, from {values[0]} to {values[-1]} documents")
+
+
+def write(data: ReportData, path: str) -> None:
+    """Write the report (through a temporary file, so a reader never sees half of it)."""
+    target = Path(path)
+    tmp = target.with_name(target.name + ".tmp")
+    try:
+        tmp.write_text(render(data), encoding="utf-8", errors="backslashreplace")  # undecodable names
+        tmp.replace(target)
+    except OSError as e:
+        tmp.unlink(missing_ok=True)
+        raise NearDupError(f"--report {path}: cannot write ({e.strerror})") from None
