@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import itertools
 import json
+import random
 import re
 import shutil
 import subprocess
@@ -216,3 +217,18 @@ def test_without_the_extra_report_fails_in_one_line_before_any_work(tmp_path):
     assert r.returncode == 2 and r.stdout == "" and r.stderr.splitlines() == [
         "neardup: error: --report needs jinja2 and matplotlib: pip install 'nearDup[report]'"]
     assert not w.exists() and not (tmp_path / "r.html").exists()
+
+
+@extra
+def test_a_moved_paragraph_is_its_own_passage_pointing_at_where_it_went(tmp_path):
+    rng = random.Random(3)
+    p1, p2, p3 = (" ".join(rng.choice(["alpha", "Beta", "gamma", "delta", "eps", "zeta", "eta", "theta", "iota",
+                                       "kappa", "lambda", "mu"]) + str(rng.randint(0, 99)) for _ in range(30))
+                  for _ in range(3))
+    a, b = tmp_path / "a.txt", tmp_path / "b.txt"
+    a.write_text(f"{p1}\n\n{p2}\n\n{p3}\n", encoding="utf-8")
+    b.write_text(f"{p2}\n\n{p1}\n\n{p3}\n", encoding="utf-8")
+    view = html.pair_view(str(a), str(b), "a", "b", ShingleParams())
+    assert [t for t, n in view.segments_a if n >= 0] == [p1, p2, p3]
+    assert [t for t, n in view.segments_b if n >= 0] == [p2, p1, p3]
+    assert view.peers_a == [1, 0, 2] and view.peers_b == [1, 0, 2]

@@ -9,6 +9,7 @@ pairs, groups, stage records, compare.run for the passages). jinja2 and matplotl
 """
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import datetime
 import importlib
@@ -194,40 +195,70 @@ def _views(groups: list[dict], docs, params: ShingleParams) -> tuple[list[PairVi
 
 
 def pair_view(path_a: str, path_b: str, name_a: str, name_b: str, params: ShingleParams) -> PairView:
-    """Both documents with the passages each shares with the other (compare.run, once each way), marked in the
-    original text; each passage of one side points at the passage of the other that holds its first shingle."""
+    """Both documents with the passages each shares with the other (compare.run, once each way), cut where the
+    two texts stop running in step (a moved paragraph is its own passage) and marked in the original text; each
+    passage points at the passage of the other side that holds its first shingle."""
     ab = compare.run(path_a, path_b, params, explain=True)
     ba = compare.run(path_b, path_a, params, explain=True)
     scores = {k: ab[k] for k in ("jaccard", "containment_a_in_b", "containment_b_in_a", "shingles_a", "shingles_b",
                                  "shared")}
-    sides = []
-    notes = []
-    for path, result in ((path_a, ab), (path_b, ba)):
+    ta, tb = ab["tokens_a"], ba["tokens_a"]
+    if ta is None or tb is None:
+        raise NearDupError(f"{path_a if ta is None else path_b}: too large for a pair view")
+    (pa, sa), (pb, sb) = _aligned(ta, ab["passages"], tb, params.k), _aligned(tb, ba["passages"], ta, params.k)
+    sides, notes = [], []
+    for path, tokens, passages in ((path_a, ta, pa), (path_b, tb, pb)):
         text = _original(path)
-        if result["tokens_a"] is None or text is None:
-            raise NearDupError(f"{path}: too large for a pair view")
-        segments, note = _segments(text, result["tokens_a"], result["passages"], params)
-        sides.append((result["tokens_a"], result["passages"], segments))
+        if text is None:
+            raise NearDupError(f"{path}: binary now; no pair view")
+        segments, note = _segments(text, tokens, passages, params)
+        sides.append(segments)
         if note:
             notes.append(note)
-    (ta, pa, sa), (tb, pb, sb) = sides
-    return PairView(name_a, name_b, scores, sa, sb, _peers(ta, pa, tb, pb, params.k),
-                    _peers(tb, pb, ta, pa, params.k), "; ".join(notes))
+    return PairView(name_a, name_b, scores, sides[0], sides[1], _peers(sa, pb), _peers(sb, pa), "; ".join(notes))
+
+
+def _aligned(tokens: list, passages: list, other: list, k: int) -> tuple[list, list]:
+    """The passages (token ranges) cut into runs whose consecutive shingles are consecutive in the other text too,
+    with the position in the other text where each run's first shingle is (its first occurrence; -1 if none)."""
+    first: dict = {}
+    for i in range(len(other) - k + 1):
+        first.setdefault(tuple(other[i:i + k]), i)
+    runs: list[list[int]] = []
+    starts: list[int] = []
+    for s, e in passages:
+        offset = None  # where the other text is, relative to this one, in the current run
+        for i in range(s, max(s + 1, e - k + 1)):
+            at = first.get(tuple(tokens[i:i + k]), -1)
+            if i == s:
+                runs.append([s, e])
+                starts.append(at)
+            elif at < 0 or at - i == offset:  # a shingle across a cut, or still in step
+                continue
+            elif offset is None:
+                starts[-1] = at
+            else:
+                runs[-1][1] = i
+                runs.append([i, e])
+                starts.append(at)
+            offset = at - i if at >= 0 else None
+    return [(s, e) for s, e in runs], starts
+
+
+def _peers(starts: list, other_passages: list) -> list[int]:
+    """For each passage, the passage of the other document holding its first shingle's start (-1 if none)."""
+    lows = [s for s, _ in other_passages]
+    out = []
+    for at in starts:
+        n = bisect.bisect_right(lows, at) - 1
+        out.append(n if at >= 0 and n >= 0 and at < other_passages[n][1] else -1)
+    return out
 
 
 def _original(path: str) -> str | None:
     with open(path, "rb") as f:
         decoded = decode(f.read())
     return None if decoded is None else decoded[0]
-
-
-def _peers(tokens: list, passages: list, other_tokens: list, other_passages: list, k: int) -> list[int]:
-    """For each passage, the passage of the other document holding its first shingle (-1 if none)."""
-    where: dict = {}
-    for n, (start, end) in enumerate(other_passages):
-        for i in range(start, max(start, end - k + 1)):
-            where.setdefault(tuple(other_tokens[i:i + k]), n)
-    return [where.get(tuple(tokens[s:s + k]), -1) for s, _ in passages]
 
 
 def _segments(text: str, tokens: list, passages: list, params: ShingleParams) -> tuple[list, str]:
@@ -311,14 +342,17 @@ def render(data: ReportData) -> str:
         raise NearDupError(MISSING_EXTRA) from None
     env = jinja2.Environment(loader=jinja2.PackageLoader("nearDup.report", "templates"), autoescape=True,
                              keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True)
+    import matplotlib
+
     figures = []
-    if data.bands and data.rows:
-        figures.append(_scurve(data))
-    if data.verified or data.rejected:
-        figures.append(_histogram(data))
     sizes = [g["size"] for g in json.loads(data.groups_json)]
-    if sizes:
-        figures.append(_group_sizes(sizes))
+    with matplotlib.rc_context({"font.size": 8, "svg.fonttype": "none"}):  # text kept as text, in the page's font
+        if data.bands and data.rows:
+            figures.append(_scurve(data))
+        if data.verified or data.rejected:
+            figures.append(_histogram(data))
+        if sizes:
+            figures.append(_group_sizes(sizes))
     views = [{"a": v.a, "b": v.b, "scores": v.scores, "sa": v.segments_a, "sb": v.segments_b,
               "pa": v.peers_a, "pb": v.peers_b, "note": v.note} for v in data.views]
     blob = '{"groups":%s,"pairs":%s,"docs":%s,"views":%s,"page":%d}' % (  # noqa: UP031  (JSON from JSON)
@@ -334,11 +368,11 @@ def _json(value) -> str:
 
 def _figure(fig, name: str, alt: str) -> dict:
     """An inline SVG: matplotlib with a fixed hash salt per figure (ids differ between the figures of a page and
-    not between runs), no date in its metadata, text kept as text."""
+    not between runs) and no date in its metadata."""
     import matplotlib
 
     out = io.StringIO()
-    with matplotlib.rc_context({"svg.hashsalt": f"neardup-{name}", "svg.fonttype": "none"}):
+    with matplotlib.rc_context({"svg.hashsalt": f"neardup-{name}"}):
         fig.savefig(out, format="svg", metadata={"Date": None}, bbox_inches="tight")
     svg = out.getvalue()
     svg = svg[svg.index("<svg"):]
@@ -350,7 +384,7 @@ def _figure(fig, name: str, alt: str) -> dict:
 def _new_figure():
     from matplotlib.figure import Figure  # no pyplot: no global state, no GUI backend
 
-    fig = Figure(figsize=(5.2, 3.2), dpi=72)
+    fig = Figure(figsize=(3.6, 2.5), dpi=72)  # three side by side in 1280 pixels
     ax = fig.add_subplot()
     ax.spines[["top", "right"]].set_visible(False)
     return fig, ax
@@ -368,7 +402,7 @@ def _scurve(data: ReportData) -> dict:
         x = np.unique(np.round(np.asarray(data.verified), 3))  # at most 1001 points however many pairs
         ax.plot(x, lsh.s_curve(x, b, r), "o", markersize=4, color="#b35900", label="verified pairs")
     ax.set(xlabel="Jaccard similarity s", ylabel="probability of being a candidate", xlim=(0, 1), ylim=(0, 1.02))
-    ax.legend(loc="upper left", frameon=False, fontsize=8)
+    ax.legend(loc="upper left", frameon=False, fontsize=7)
     return _figure(fig, "scurve", f"S-curve of b = {b} bands of r = {r} rows, threshold {t}, "
                                   f"{len(data.verified)} verified pairs on it")
 
@@ -384,7 +418,7 @@ def _histogram(data: ReportData) -> dict:
     if data.threshold is not None:
         ax.axvline(data.threshold, color="#444", linestyle="--")
     ax.set(xlabel="exact Jaccard of candidate pairs", ylabel="pairs", xlim=(0, 1))
-    ax.legend(loc="upper left", frameon=False, fontsize=8)
+    ax.legend(loc="upper left", frameon=False, fontsize=7)
     return _figure(fig, "jaccard", f"Histogram of exact Jaccard: {len(data.verified)} verified, "
                                    f"{len(data.rejected)} rejected candidate pairs")
 
