@@ -232,3 +232,12 @@ def test_a_moved_paragraph_is_its_own_passage_pointing_at_where_it_went(tmp_path
     assert [t for t, n in view.segments_a if n >= 0] == [p1, p2, p3]
     assert [t for t, n in view.segments_b if n >= 0] == [p2, p1, p3]
     assert view.peers_a == [1, 0, 2] and view.peers_b == [1, 0, 2]
+
+
+@extra
+def test_compare_report_of_stdin_is_refused_before_anything_is_printed(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "nearDup", "compare", "-", str(SAMPLE / "lighthouses_copy.txt"),
+                        "--report", str(tmp_path / "r.html")], capture_output=True, text=True,
+                       input=(SAMPLE / "lighthouses_original.txt").read_text(encoding="utf-8"))
+    assert r.returncode == 2 and r.stdout == "" and len(r.stderr.splitlines()) == 1 and "give files" in r.stderr
+    assert not (tmp_path / "r.html").exists()

@@ -734,6 +734,8 @@ def compare(ctx, a, b, unit, k, whitespace, strip_punct, threshold, explain, rep
     app = _app(ctx)
     _refuse_common(ctx, "compare", COMPARE_IGNORES)
     threshold = threshold if threshold is not None else DEFAULT_THRESHOLD
+    if report:  # first: a report that cannot be made stops the command before it prints
+        write_pair_report(a, b, ShingleParams(unit, k, whitespace, strip_punct), threshold, report)
     # "-": the text on stdin
     result = pipeline.compare.run(a, b, ShingleParams(unit, k, whitespace, strip_punct), explain and not app.quiet)
     if not app.quiet:
@@ -744,8 +746,6 @@ def compare(ctx, a, b, unit, k, whitespace, strip_punct, threshold, explain, rep
         click.echo("\n".join(lines))
         if explain:
             _explain(app, result, unit)
-    if report:
-        write_pair_report(a, b, ShingleParams(unit, k, whitespace, strip_punct), threshold, report)
     ctx.exit(0 if result["jaccard"] >= threshold else 1)
 
 
