@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
-import datetime
 import importlib
 import io
 import json
@@ -100,9 +99,10 @@ def load(work: WorkDir) -> ReportData:
     groups = clusters(work)
     pairs = StoredPairs(work)
     sizes, mtimes = docs.catalog["size"], docs.catalog["mtime_ns"]
-    members = {m["id"]: m["doc"] for g in groups for m in g["members"]}
-    info = {i: [int(sizes[n]), _date(int(mtimes[n]))] for i, n in sorted(members.items())}
-    verified = tuple(float(p["jaccard"]) for p in pairs)
+    members = dict(sorted((m["id"], m["doc"]) for g in groups for m in g["members"]))
+    numbers = np.fromiter(members.values(), np.int64, len(members))
+    info = dict(zip(members, zip(sizes[numbers].tolist(), _dates(mtimes[numbers]))))
+    verified = tuple(work.load_array(work.current("verify", "scores.npy"), "verify")[:, 0].tolist())  # (J, estimate)
     rejected, rejected_note = _rejected(work, stages)
     shingle = stages["shingle"]["stats"]
     candidates = stages["verify"]["stats"]["candidates"]
@@ -146,8 +146,10 @@ def _jsonl(write) -> str:
     return "[" + ",".join(out.getvalue().splitlines()) + "]"
 
 
-def _date(mtime_ns: int) -> str:
-    return datetime.datetime.fromtimestamp(mtime_ns / 1e9, datetime.UTC).strftime("%Y-%m-%d") if mtime_ns else ""
+def _dates(mtime_ns: np.ndarray) -> list[str]:
+    """YYYY-MM-DD (UTC) of each modification time, "" where none is known."""
+    days = np.datetime_as_string(np.asarray(mtime_ns, dtype=np.int64).astype("datetime64[ns]"), unit="D")
+    return [d if t else "" for d, t in zip(days.tolist(), np.asarray(mtime_ns).tolist())]
 
 
 def _rejected(work: WorkDir, stages: dict) -> tuple[tuple, str]:
@@ -373,7 +375,7 @@ def _figure(fig, name: str, alt: str) -> dict:
 
     out = io.StringIO()
     with matplotlib.rc_context({"svg.hashsalt": f"neardup-{name}"}):
-        fig.savefig(out, format="svg", metadata={"Date": None}, bbox_inches="tight")
+        fig.savefig(out, format="svg", metadata={"Date": None})
     svg = out.getvalue()
     svg = svg[svg.index("<svg"):]
     svg = re.sub(r"\s*<metadata>.*?</metadata>", "", svg, count=1, flags=re.DOTALL)  # RDF naming matplotlib
@@ -385,6 +387,7 @@ def _new_figure():
     from matplotlib.figure import Figure  # no pyplot: no global state, no GUI backend
 
     fig = Figure(figsize=(3.6, 2.5), dpi=72)  # three side by side in 1280 pixels
+    fig.subplots_adjust(left=0.17, bottom=0.18, right=0.97, top=0.96)  # fixed: a tight box costs a second drawing
     ax = fig.add_subplot()
     ax.spines[["top", "right"]].set_visible(False)
     return fig, ax
@@ -424,15 +427,18 @@ def _histogram(data: ReportData) -> dict:
 
 
 def _group_sizes(sizes: list[int]) -> dict:
+    """Groups by size: each size up to 9, then decades (10-99, 100-999, ...) so that a few huge groups stay visible
+    beside thousands of pairs (categories: cheaper to draw than log axes)."""
     fig, ax = _new_figure()
     values, counts = np.unique(sizes, return_counts=True)
-    ax.bar(values, counts, color="#1f4e8c", width=0.8)
+    buckets: dict[str, int] = {}
+    for value, count in zip(values.tolist(), counts.tolist()):
+        low = value if value < 10 else 10 ** (len(str(value)) - 1)
+        label = str(value) if value < 10 else f"{low}-{10 * low - 1}"
+        buckets[label] = buckets.get(label, 0) + count
+    bars = ax.bar(list(buckets), list(buckets.values()), color="#1f4e8c", width=0.7)
+    ax.bar_label(bars, fontsize=7)
     ax.set(xlabel="documents in the group", ylabel="groups")
-    if values[-1] > 30:
-        ax.set_xscale("log")
-    if counts.max() > 100:
-        ax.set_yscale("log")
-    ax.xaxis.get_major_locator().set_params(integer=True)
     return _figure(fig, "sizes", f"Group sizes: {len(sizes)} groups, from {values[0]} to {values[-1]} documents")
 
 
