@@ -101,6 +101,16 @@ def test_report_data_equal_the_jsonl_results(sample):
 
 
 @extra
+def test_a_page_holds_at_most_max_pairs_pair_records_and_says_so(sample, monkeypatch):
+    monkeypatch.setattr(html, "MAX_PAIRS", 4)
+    data = html.load(WorkDir(sample["w"], create=False))
+    printed = [json.loads(line) for line in sample["stdout"].splitlines()]
+    assert json.loads(data.pairs_json) == [r for r in printed if r["type"] == "pair"][:4]
+    assert any("first 4 of the 10 verified pairs" in note for note in data.notes)
+    assert len(data.verified) == 10  # the figures still hold every pair
+
+
+@extra
 def test_report_is_byte_identical_for_the_same_input(sample, tmp_path):
     again = tmp_path / "again.html"
     assert invoke("-w", tmp_path / "w", "run", sample["docs"], "--report", again).exit_code == 0

@@ -13,6 +13,7 @@ import bisect
 import dataclasses
 import importlib
 import io
+import itertools
 import json
 import re
 import unicodedata
@@ -40,6 +41,7 @@ VIEW_PAIRS = 60  # at most this many,
 VIEW_CHARS = 2_000_000  # and at most this much text in all: the others get the command that makes their report
 REJECTED_SAMPLE = 20_000  # rejected candidates whose Jaccard is recomputed for the histogram (verify keeps none)
 PAGE_GROUPS = 50
+MAX_PAIRS = 100_000  # pair records in the page (about 200 bytes each)
 
 
 def require_extra() -> None:
@@ -120,10 +122,14 @@ def load(work: WorkDir) -> ReportData:
         ("groups", summary_line(pairs, groups, lambda m: int(sizes[m["doc"]]))),
     ]
     notes = [w for w in (recall_warning(work, threshold),) if w]
+    if len(pairs) > MAX_PAIRS:  # thousands of copies of one text make millions of pairs: the groups say it all
+        notes.append(f"the page holds the first {MAX_PAIRS} of the {len(pairs)} verified pairs' records (all are in "
+                     f"the figures); `neardup -w {work.root} verify --format jsonl` prints them all")
     views, left = _views(groups, docs, ShingleParams(**stages["shingle"]["params"]))
     if left:
         notes.append(left)
-    return ReportData(f"nearDup report: {summary[0][1]}", summary, params, _jsonl(lambda p: p.pairs(pairs)),
+    pairs_json = _jsonl(lambda p: p.pairs(itertools.islice(pairs, MAX_PAIRS)))
+    return ReportData(f"nearDup report: {summary[0][1]}", summary, params, pairs_json,
                       _jsonl(lambda p: p.groups(groups)), info, verified, rejected, rejected_note,
                       params["bands"], params["rows"], threshold, tuple(views), tuple(notes))
 
