@@ -178,3 +178,15 @@ def test_many_groups_are_paged_and_n_turns_the_page(browser, tmp_path):
     assert browser.find_element(By.ID, "page").text == "page 2 of 3"
     shot = tmp_path / "many.png"
     assert browser.save_screenshot(str(shot))
+
+
+def test_the_report_of_one_pair_opens_on_its_pair_view(browser, sample, tmp_path):
+    a, b = sample["docs"] / "lighthouses_original.txt", sample["docs"] / "lighthouses_one_word.txt"
+    out = tmp_path / "pair.html"
+    assert CliRunner().invoke(cli, ["compare", str(a), str(b), "--report", str(out)]).exit_code == 0
+    open_page(browser, out)
+    assert browser.find_element(By.ID, "pair").is_displayed()
+    assert browser.execute_script("return document.getElementById('text-b').textContent") == b.read_text("utf-8")
+    assert len(browser.find_elements(By.CSS_SELECTOR, "#text-a mark")) == 2  # either side of the changed word
+    assert len(browser.find_elements(By.CSS_SELECTOR, "#text-b mark.alt")) == 1
+    assert [e for e in browser.get_log("browser") if e["level"] == "SEVERE"] == []
