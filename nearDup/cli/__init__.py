@@ -698,7 +698,7 @@ def run(ctx, paths, unit, k, whitespace, strip_punct, num_perm, seed, minhash, t
         pipeline.cluster.run(runner, cluster_params)
         app.last = "cluster"
     if report:
-        write_run_report(runner, cluster_params, report)
+        write_run_report(runner, None if app.last == "cluster" else cluster_params, report)
 
 
 @cli.command()

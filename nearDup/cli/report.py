@@ -26,9 +26,11 @@ report_option = click.option(
     help="Also write a self-contained HTML report (groups, shared passages, figures) to FILE (needs nearDup[report]).")
 
 
-def write_run_report(runner: Runner, params: ClusterParams, path: str) -> None:
-    """After run's stages: the groups (stored, not printed unless asked) and the report of the work dir."""
-    pipeline.cluster.run(runner, params)
+def write_run_report(runner: Runner, params: ClusterParams | None, path: str) -> None:
+    """After run's stages: the groups (with params, when run has not made them: stored, not printed) and the report
+    of the work dir."""
+    if params is not None:
+        pipeline.cluster.run(runner, params)
     html.write(html.load(runner.work), path)
     runner.log(f"report: {path}")
 
