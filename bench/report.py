@@ -116,7 +116,7 @@ def main() -> None:
     if args.screenshot:
         screenshot(args.screenshot)
         return
-    out = args.out
+    out = args.out.resolve()  # (a file:// address needs an absolute path)
     shutil.rmtree(out, ignore_errors=True)
     docs = out / "docs"
     make_corpus(docs, args.groups, args.unique)
