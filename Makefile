@@ -28,12 +28,12 @@ $(VENV)/.base: $(MADE_WITH) pyproject.toml Makefile
 	touch $@
 
 $(VENV)/.test: $(VENV)/.base
-	$(PIP) -e '.[test,dask,formats]'
+	$(PIP) -e '.[test,dask,formats,report]'
 	touch $@
 
-# mypy checks nearDup against the types of the packages it imports: the dask extra too.
+# mypy checks nearDup against the types of the packages it imports: the dask and report extras too.
 $(VENV)/.lint: $(VENV)/.base
-	$(PIP) -e '.[lint,dask]'
+	$(PIP) -e '.[lint,dask,report]'
 	touch $@
 
 $(VENV)/.bench: $(VENV)/.base

@@ -9,9 +9,10 @@ from __future__ import annotations
 from .admin import COMMANDS
 from .commands import band, candidates, cluster, compare, inspect, query, run, script, shingle, signature, tune, verify
 from .main import cli, main
+from .report import report_command
 
 for _command in (shingle, signature, band, candidates, verify, cluster, run, script, compare, query, tune, inspect,
-                 *COMMANDS):
+                 report_command, *COMMANDS):
     cli.add_command(_command)
 
 __all__ = ["cli", "main"]

@@ -47,6 +47,7 @@ from .options import (
     threshold_option,
     without,
 )
+from .report import report_option, write_pair_report, write_run_report
 from .settings import given
 
 stage = functools.partial(click.command, cls=StageCommand)
@@ -136,10 +137,11 @@ def cluster(ctx, link, keep, prefer):
 @click.option("--replay", type=click.Path(dir_okay=False), metavar="PAIRS.jsonl",
               help="Re-filter, re-group and re-print saved pairs (jsonl output, or a work dir's "
                    "verify/KEY.pairs.jsonl) without reading any document.")
+@report_option
 @script_options
 @common_options
 @click.pass_context
-def run(ctx, paths, groups, index, new_only, rebuild, replay, **options):
+def run(ctx, paths, groups, index, new_only, rebuild, replay, report, **options):
     """All stages, from documents to verified pairs (or groups, or paths) on stdout."""
     app = app_of(ctx)
     if index:
@@ -153,8 +155,8 @@ def run(ctx, paths, groups, index, new_only, rebuild, replay, **options):
         app.options["select"] = "groups"
     config = resolve(null=app.null, **options)
     if replay:
-        if paths:
-            raise click.UsageError("--replay reads saved pairs: give no PATH")
+        if paths or report:
+            raise click.UsageError("--replay reads saved pairs: give no PATH" + (" and no --report" if report else ""))
         results = Results.of_saved(replay, options["threshold"], config.cluster, config.references, log)
         app.last = "cluster" if app.select not in (None, "pairs") else "verify"
         app.start_output({"replay": replay, "threshold": results.params["threshold"]})
@@ -170,6 +172,8 @@ def run(ctx, paths, groups, index, new_only, rebuild, replay, **options):
         app.cached = True
     app.last = pipeline_run.run(runner, list(paths), config, rebuild=rebuild,
                                 groups=(app.select or "pairs") != "pairs" or app.reference_only)
+    if report:
+        write_run_report(runner, None if app.last == "cluster" else config.cluster, report)
 
 
 @stage()
@@ -195,18 +199,20 @@ COMPARE_IGNORES = ("workdir", "jobs", "scheduler", "scheduler_file", "force", "w
 @shingle_options
 @threshold_option
 @click.option("--explain", is_flag=True, help="Show A with the passages it shares with B highlighted.")
+@report_option
 @without(*COMPARE_IGNORES)
 @common_options
 @click.pass_context
-def compare(ctx, a, b, unit, k, whitespace, strip_punct, threshold, explain):
+def compare(ctx, a, b, unit, k, whitespace, strip_punct, threshold, explain, report):
     """Exact Jaccard and containment of two documents (files; - for the text on stdin); exit 0 if Jaccard >=
     --threshold, else 1."""
     app = app_of(ctx)
     refuse_common(ctx, "compare", COMPARE_IGNORES)
     threshold = threshold_or_default(threshold)
-    # "-": the text on stdin
-    result = pipeline.compare.run(a, b, resolve(unit=unit, k=k, whitespace=whitespace, strip_punct=strip_punct).shingle,
-                                  explain and not app.quiet)
+    shingle = resolve(unit=unit, k=k, whitespace=whitespace, strip_punct=strip_punct).shingle
+    if report:  # first: a report that cannot be made stops the command before it prints
+        write_pair_report(a, b, shingle, threshold, report)
+    result = pipeline.compare.run(a, b, shingle, explain and not app.quiet)  # "-": the text on stdin
     if not app.quiet:
         lines = [f"jaccard\t{result['jaccard']:.4f}",
                  f"containment\t{result['containment_a_in_b']:.4f}\t(A in B)",

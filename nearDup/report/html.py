@@ -1,0 +1,462 @@
+"""The HTML report (issue 21): one self-contained file (CSS, script and SVG figures inline, no network request)
+with the summary, the S-curve, the Jaccard histogram of the candidates, the group sizes, a groups table that pages
+10,000 groups from an inline JSON blob, and pair views with the shared passages marked in the original text.
+
+Two halves: `render(data)` is a pure function from a ReportData (plain values) to one HTML string, byte-identical
+for equal data (no timestamps; matplotlib's SVG with a fixed hash salt and no date); `load(work)` and
+`load_pair(...)` build that data from a work dir or from two files, through the library's own readers (stored
+pairs, groups, stage records, compare.run for the passages). jinja2 and matplotlib come with nearDup[report].
+"""
+from __future__ import annotations
+
+import bisect
+import dataclasses
+import importlib
+import io
+import itertools
+import json
+import re
+import unicodedata
+from pathlib import Path
+
+import numpy as np
+
+from ..config import ShingleParams
+from ..errors import NearDupError
+from ..kernels import lsh, sets
+from ..pipeline import compare
+from ..pipeline.cluster import clusters
+from ..pipeline.driver import PartitionArrays, part_starts, require
+from ..pipeline.results import StoredPairs, recall_warning, resolved_params
+from ..pipeline.shingle import load_docs
+from ..pipeline.similarity import set_overlap
+from ..store.manifest import ShingleRecord, VerifyRecord
+from ..store.workdir import WorkDir
+from ..text.read import STREAM_BYTES, decode
+from .printer import Printer, human_size, plural
+from .results import summary_line
+
+MISSING_EXTRA = "--report needs jinja2 and matplotlib: pip install 'nearDup[report]'"
+VIEW_GROUPS = 20  # pair views (keeper against each duplicate) are made for the first groups only,
+VIEW_PAIRS = 60  # at most this many,
+VIEW_CHARS = 2_000_000  # and at most this much text in all: the others get the command that makes their report
+REJECTED_SAMPLE = 20_000  # rejected candidates whose Jaccard is recomputed for the histogram (verify keeps none)
+PAGE_GROUPS = 50
+MAX_PAIRS = 100_000  # pair records in the page (about 200 bytes each)
+
+
+def require_extra() -> None:
+    """Refuse early, in one line, when the report's libraries are not installed."""
+    for module in ("jinja2", "matplotlib"):
+        try:
+            importlib.import_module(module)
+        except ImportError:
+            raise NearDupError(MISSING_EXTRA) from None
+
+
+@dataclasses.dataclass(frozen=True)
+class PairView:
+    """Two documents side by side: each text as segments (text, passage number or -1), the passage of the other
+    side each passage is aligned with, and the scores compare.run gives."""
+
+    a: str
+    b: str
+    scores: dict  # jaccard, containment_a_in_b, containment_b_in_a, shingles_a, shingles_b, shared
+    segments_a: list  # [[text, passage or -1], ...] of the original text
+    segments_b: list
+    peers_a: list  # peers_a[i]: the passage of b where passage i of a starts (or -1)
+    peers_b: list
+    note: str = ""  # why the text is shown normalised, if it is
+
+
+@dataclasses.dataclass(frozen=True)
+class ReportData:
+    """Everything a report shows, as plain values; render() draws it."""
+
+    title: str
+    summary: list  # [(label, value), ...]
+    params: dict
+    pairs_json: str = "[]"  # the pair records exactly as `--format jsonl` prints them, as a JSON array
+    groups_json: str = "[]"  # the group records likewise
+    docs: dict = dataclasses.field(default_factory=dict)  # id -> [size, "YYYY-MM-DD"] of group members
+    verified: tuple = ()  # exact Jaccard of the verified pairs
+    rejected: tuple = ()  # exact Jaccard of (a sample of) the rejected candidates
+    rejected_note: str = ""
+    bands: int | None = None
+    rows: int | None = None
+    threshold: float | None = None
+    views: tuple = ()  # PairView
+    notes: tuple = ()  # warnings and what was left out
+
+
+# ------------------------------------------------------------------------------------------------ loading
+
+def load(work: WorkDir) -> ReportData:
+    """The report of a work dir's stored results (through the cluster stage). Documents are read only for the pair
+    views (the first VIEW_GROUPS groups)."""
+    require(work, "cluster")
+    manifest = work.manifest()
+    shingle_record, verify_record = manifest.shingle, manifest.verify
+    assert shingle_record is not None and verify_record is not None  # required above
+    params = resolved_params(work, "cluster")
+    threshold = float(params["threshold"])
+    docs = load_docs(work)
+    groups = clusters(work)
+    pairs = StoredPairs(work)
+    sizes, mtimes = docs.catalog["size"], docs.catalog["mtime_ns"]
+    members = dict(sorted((m["id"], m["doc"]) for g in groups for m in g["members"]))
+    numbers = np.fromiter(members.values(), np.int64, len(members))
+    info = dict(zip(members, zip(sizes[numbers].tolist(), _dates(mtimes[numbers]))))
+    verified = tuple(work.load_array(work.current("verify", "scores.npy"), "verify")[:, 0].tolist())  # (J, estimate)
+    rejected, rejected_note = _rejected(work, shingle_record, verify_record)
+    shingle = shingle_record.stats
+    candidates = verify_record.stats.candidates
+    skipped = {reason: n for reason, n in sorted((shingle.skipped or {}).items()) if n}
+    summary = [
+        ("inputs", ", ".join(p["path"] for p in shingle_record.inputs)),
+        ("documents read", f"{shingle.docs} ({human_size(shingle.bytes)})"),
+        ("skipped", ", ".join(f"{n} {reason}" for reason, n in
+                              {"binary": shingle.count("binary"), "too short (never paired)": shingle.count("short"),
+                               **skipped}.items() if n) or "none"),
+        ("parameters", f"{params['unit']} {params['k']}-shingles, num_perm {params['num_perm']}, "
+                       f"b {params['bands']} x r {params['rows']}, threshold {threshold}"),
+        ("candidate pairs", str(candidates)),
+        ("verified pairs", str(len(verified))),
+        ("groups", summary_line(pairs, groups, lambda m: int(sizes[m["doc"]]))),
+    ]
+    notes = [w for w in (recall_warning(work, threshold),) if w]
+    if len(pairs) > MAX_PAIRS:  # thousands of copies of one text make millions of pairs: the groups say it all
+        notes.append(f"the page holds the first {MAX_PAIRS} of the {len(pairs)} verified pairs' records (all are in "
+                     f"the figures); `neardup -w {work.root} verify --format jsonl` prints them all")
+    views, left = _views(groups, docs, shingle_record.params)
+    if left:
+        notes.append(left)
+    pairs_json = _jsonl(lambda p: p.pairs(itertools.islice(pairs, MAX_PAIRS)))
+    return ReportData(f"nearDup report: {summary[0][1]}", summary, params, pairs_json,
+                      _jsonl(lambda p: p.groups(groups)), info, verified, rejected, rejected_note,
+                      params["bands"], params["rows"], threshold, tuple(views), tuple(notes))
+
+
+def load_pair(a: str, b: str, params: ShingleParams, threshold: float) -> ReportData:
+    """The report of one pair (compare --report): its view and scores, no figures."""
+    view = pair_view(a, b, a, b, params)
+    s = view.scores
+    summary = [("A", a), ("B", b), ("exact Jaccard", f"{s['jaccard']:.4f}"),
+               ("shingles", f"A {s['shingles_a']}, B {s['shingles_b']}, {s['shared']} shared"),
+               ("threshold", f"{threshold} ({'at or above' if s['jaccard'] >= threshold else 'below'})")]
+    return ReportData(f"nearDup compare: {a} ~ {b}", summary, dataclasses.asdict(params), views=(view,),
+                      threshold=threshold)
+
+
+def _jsonl(write) -> str:
+    """Records as the JSONL printer writes them, joined into one JSON array (so they equal stdout's)."""
+    out = io.StringIO()
+    write(Printer(out, "jsonl"))
+    return "[" + ",".join(out.getvalue().splitlines()) + "]"
+
+
+def _dates(mtime_ns: np.ndarray) -> list[str]:
+    """YYYY-MM-DD (UTC) of each modification time, "" where none is known."""
+    days = np.datetime_as_string(np.asarray(mtime_ns, dtype=np.int64).astype("datetime64[ns]"), unit="D")
+    return [d if t else "" for d, t in zip(days.tolist(), np.asarray(mtime_ns).tolist())]
+
+
+def _rejected(work: WorkDir, shingle_record: ShingleRecord, verify_record: VerifyRecord) -> tuple[tuple, str]:
+    """Exact Jaccard of the rejected candidates: verify keeps the checked pairs but scores only the accepted ones,
+    so they are recomputed here, for at most REJECTED_SAMPLE pairs spread evenly over them."""
+    checked = work.load_array(work.current("verify", "checked.npy"), "verify")
+    accepted = work.load_array(work.current("verify", "pairs.npy"), "verify")
+    rejected = checked[~np.isin(lsh.pair_codes(checked), lsh.pair_codes(accepted))] if len(checked) else checked
+    if not len(rejected):
+        return (), ""
+    note = ""
+    if len(rejected) > REJECTED_SAMPLE:
+        rejected = rejected[np.linspace(0, len(rejected) - 1, REJECTED_SAMPLE).astype(np.int64)]
+        note = f"{REJECTED_SAMPLE} of {verify_record.stats.rejected} rejected pairs, evenly spread"
+    shingles = PartitionArrays(work, "shingle", ("values.npy", "offsets.npy"), shingle_record.shard_numbers)
+    inter, la, lb = set_overlap(shingles, part_starts(shingle_record), rejected[:, 0], rejected[:, 1])
+    return tuple(float(x) for x in sets.jaccard(inter, la, lb)), note
+
+
+def _views(groups: list[dict], docs, params: ShingleParams) -> tuple[list[PairView], str]:
+    """Pair views of each keeper against its duplicates, in the first VIEW_GROUPS groups (within VIEW_PAIRS and
+    VIEW_CHARS)."""
+    views: list[PairView] = []
+    chars = 0
+    for g in groups[:VIEW_GROUPS]:
+        keeper = g["members"][0]
+        for m in g["members"][1:]:
+            if len(views) >= VIEW_PAIRS or chars >= VIEW_CHARS:
+                break
+            a, b = docs[keeper["doc"]], docs[m["doc"]]
+            if a["size"] + b["size"] > 2 * STREAM_BYTES:
+                continue
+            try:
+                view = pair_view(a["path"], b["path"], a["id"], b["id"], params)
+            except (NearDupError, OSError):  # changed or gone since the run (JSONL records have no file)
+                continue
+            views.append(view)
+            chars += sum(len(t) for t, _ in view.segments_a) + sum(len(t) for t, _ in view.segments_b)
+    shown = sum(g["size"] - 1 for g in groups)
+    left = "" if len(views) >= shown else (
+        f"pair views: {plural(len(views), 'pair')} of the first {min(len(groups), VIEW_GROUPS)} groups are shown; "
+        f"for another pair run `neardup compare KEEPER DUPLICATE --report pair.html`")
+    return views, left
+
+
+def pair_view(path_a: str, path_b: str, name_a: str, name_b: str, params: ShingleParams) -> PairView:
+    """Both documents with the passages each shares with the other (compare.run, once each way), cut where the
+    two texts stop running in step (a moved paragraph is its own passage) and marked in the original text; each
+    passage points at the passage of the other side that holds its first shingle."""
+    ab = compare.run(path_a, path_b, params, explain=True)
+    ba = compare.run(path_b, path_a, params, explain=True)
+    scores = {k: ab[k] for k in ("jaccard", "containment_a_in_b", "containment_b_in_a", "shingles_a", "shingles_b",
+                                 "shared")}
+    ta, tb = ab["tokens_a"], ba["tokens_a"]
+    if ta is None or tb is None:
+        raise NearDupError(f"{path_a if ta is None else path_b}: too large for a pair view")
+    (pa, sa), (pb, sb) = _aligned(ta, ab["passages"], tb, params.k), _aligned(tb, ba["passages"], ta, params.k)
+    sides, notes = [], []
+    for path, tokens, passages in ((path_a, ta, pa), (path_b, tb, pb)):
+        text = _original(path)
+        if text is None:
+            raise NearDupError(f"{path}: binary now; no pair view")
+        segments, note = _segments(text, tokens, passages, params)
+        sides.append(segments)
+        if note:
+            notes.append(note)
+    return PairView(name_a, name_b, scores, sides[0], sides[1], _peers(sa, pb), _peers(sb, pa), "; ".join(notes))
+
+
+def _aligned(tokens: list, passages: list, other: list, k: int) -> tuple[list, list]:
+    """The passages (token ranges) cut into runs whose consecutive shingles are consecutive in the other text too,
+    with the position in the other text where each run's first shingle is (its first occurrence; -1 if none)."""
+    first: dict = {}
+    for i in range(len(other) - k + 1):
+        first.setdefault(tuple(other[i:i + k]), i)
+    runs: list[list[int]] = []
+    starts: list[int] = []
+    for s, e in passages:
+        offset = None  # where the other text is, relative to this one, in the current run
+        for i in range(s, max(s + 1, e - k + 1)):
+            at = first.get(tuple(tokens[i:i + k]), -1)
+            if i == s:
+                runs.append([s, e])
+                starts.append(at)
+            elif at < 0 or at - i == offset:  # a shingle across a cut, or still in step
+                continue
+            elif offset is None:
+                starts[-1] = at
+            else:
+                runs[-1][1] = i
+                runs.append([i, e])
+                starts.append(at)
+            offset = at - i if at >= 0 else None
+    return [(s, e) for s, e in runs], starts
+
+
+def _peers(starts: list, other_passages: list) -> list[int]:
+    """For each passage, the passage of the other document holding its first shingle's start (-1 if none)."""
+    lows = [s for s, _ in other_passages]
+    out = []
+    for at in starts:
+        n = bisect.bisect_right(lows, at) - 1
+        out.append(n if at >= 0 and n >= 0 and at < other_passages[n][1] else -1)
+    return out
+
+
+def _original(path: str) -> str | None:
+    with open(path, "rb") as f:
+        decoded = decode(f.read())
+    return None if decoded is None else decoded[0]
+
+
+def _segments(text: str, tokens: list, passages: list, params: ShingleParams) -> tuple[list, str]:
+    """The original text cut into [piece, passage or -1], the passages given as token ranges of the normalised
+    text. Normalising piece by piece (a character with its combining marks, a run of blanks) must give the whole
+    normalised text; where it does not, the normalised text is shown instead (and said so)."""
+    pieces, normalised = _pieces(text, params)
+    joined = "".join(normalised)
+    note = ""
+    if joined != _normalise(text, params):
+        pieces, normalised, joined = list(joined), list(joined), joined
+        note = "shown normalised: its original text could not be aligned with the normalised one"
+    # where each token starts and ends in the normalised text
+    spans, at = [], 0
+    for token in tokens:  # in order: each token is found after the one before it
+        start = joined.find(token, at)
+        if start < 0:  # cannot happen when compare's tokens come from this text; show it unmarked
+            return [[text, -1]], "passages not marked: tokens could not be placed"
+        at = start + len(token)
+        spans.append((start, at))
+    # normalised offset -> original offset, at piece boundaries
+    norm_at = np.cumsum([0, *map(len, normalised)])
+    orig_at = np.cumsum([0, *map(len, pieces)])
+    source = "".join(pieces)
+    cuts: list = []
+    for n, (s, e) in enumerate(passages):
+        lo = int(np.searchsorted(norm_at, spans[s][0], side="right")) - 1
+        hi = int(np.searchsorted(norm_at, spans[e - 1][1], side="left"))
+        cuts.append((int(orig_at[lo]), int(orig_at[hi]), n))
+    segments, at = [], 0
+    for lo, hi, n in cuts:
+        if lo > at:
+            segments.append([source[at:lo], -1])
+        segments.append([source[max(lo, at):hi], n])
+        at = max(at, hi)
+    if at < len(source):
+        segments.append([source[at:], -1])
+    return segments, note
+
+
+_BLANKS = re.compile(r"\s+")
+
+
+def _pieces(text: str, params: ShingleParams) -> tuple[list[str], list[str]]:
+    """The text as pieces (a character with the combining marks after it; a run of blanks) and each piece
+    normalised on its own, as normalise() would (NFKC, case folding, punctuation, blanks)."""
+    from ..text.normalise import _punctuation_table
+
+    pieces: list[str] = []
+    for m in re.finditer(r"\s+|.", text, re.DOTALL):
+        piece = m.group()
+        if pieces and not piece.isspace() and unicodedata.combining(piece[0]):
+            pieces[-1] += piece
+        else:
+            pieces.append(piece)
+    out = []
+    for i, piece in enumerate(pieces):
+        blank = piece.isspace()
+        norm = unicodedata.normalize("NFKC", piece).casefold()
+        if params.strip_punct:
+            norm = norm.translate(_punctuation_table())
+        if params.unit == "char" and blank:
+            norm = "" if params.whitespace == "remove" or i in (0, len(pieces) - 1) else " "
+        out.append(norm)
+    return pieces, out
+
+
+def _normalise(text: str, params: ShingleParams) -> str:
+    from ..text.normalise import normalise
+
+    return normalise(text, params)
+
+
+# ------------------------------------------------------------------------------------------------ rendering
+
+def render(data: ReportData) -> str:
+    """One HTML string, the same bytes for the same data."""
+    try:
+        import jinja2
+    except ImportError:
+        raise NearDupError(MISSING_EXTRA) from None
+    env = jinja2.Environment(loader=jinja2.PackageLoader("nearDup.report", "templates"), autoescape=True,
+                             keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True)
+    import matplotlib
+
+    figures = []
+    sizes = [g["size"] for g in json.loads(data.groups_json)]
+    with matplotlib.rc_context({"font.size": 8, "svg.fonttype": "none"}):  # text kept as text, in the page's font
+        if data.bands and data.rows:
+            figures.append(_scurve(data))
+        if data.verified or data.rejected:
+            figures.append(_histogram(data))
+        if sizes:
+            figures.append(_group_sizes(sizes))
+    views = [{"a": v.a, "b": v.b, "scores": v.scores, "sa": v.segments_a, "sb": v.segments_b,
+              "pa": v.peers_a, "pb": v.peers_b, "note": v.note} for v in data.views]
+    blob = '{"groups":%s,"pairs":%s,"docs":%s,"views":%s,"page":%d}' % (  # noqa: UP031  (JSON from JSON)
+        data.groups_json, data.pairs_json, _json(data.docs), _json(views), PAGE_GROUPS)
+    return env.get_template("report.html.j2").render(
+        data=data, figures=figures, params=json.dumps(data.params, sort_keys=True),
+        blob=blob.replace("<", "\\u003c"))  # no "</script>" inside the script element
+
+
+def _json(value) -> str:
+    return json.dumps(value, separators=(",", ":"), sort_keys=True)
+
+
+def _figure(fig, name: str, alt: str) -> dict:
+    """An inline SVG: matplotlib with a fixed hash salt per figure (ids differ between the figures of a page and
+    not between runs) and no date in its metadata."""
+    import matplotlib
+
+    out = io.StringIO()
+    with matplotlib.rc_context({"svg.hashsalt": f"neardup-{name}"}):
+        fig.savefig(out, format="svg", metadata={"Date": None})
+    svg = out.getvalue()
+    svg = svg[svg.index("<svg"):]
+    svg = re.sub(r"\s*<metadata>.*?</metadata>", "", svg, count=1, flags=re.DOTALL)  # RDF naming matplotlib
+    svg = svg.replace("<svg ", f'<svg role="img" aria-labelledby="fig-{name}" ', 1)
+    return {"name": name, "svg": svg, "alt": alt}
+
+
+def _new_figure():
+    from matplotlib.figure import Figure  # no pyplot: no global state, no GUI backend
+
+    fig = Figure(figsize=(3.6, 2.5), dpi=72)  # three side by side in 1280 pixels
+    fig.subplots_adjust(left=0.17, bottom=0.18, right=0.97, top=0.96)  # fixed: a tight box costs a second drawing
+    ax = fig.add_subplot()
+    ax.spines[["top", "right"]].set_visible(False)
+    return fig, ax
+
+
+def _scurve(data: ReportData) -> dict:
+    assert data.bands is not None and data.rows is not None
+    b, r, t = data.bands, data.rows, data.threshold
+    fig, ax = _new_figure()
+    s = np.linspace(0, 1, 201)
+    ax.plot(s, lsh.s_curve(s, b, r), color="#1f4e8c", label=f"P(candidate) = 1 - (1 - s^{r})^{b}")
+    if t is not None:
+        ax.axvline(t, color="#444", linestyle="--", label=f"threshold {t}")
+    if data.verified:
+        x = np.unique(np.round(np.asarray(data.verified), 3))  # at most 1001 points however many pairs
+        ax.plot(x, lsh.s_curve(x, b, r), "o", markersize=4, color="#b35900", label="verified pairs")
+    ax.set(xlabel="Jaccard similarity s", ylabel="probability of being a candidate", xlim=(0, 1), ylim=(0, 1.02))
+    ax.legend(loc="upper left", frameon=False, fontsize=7)
+    return _figure(fig, "scurve", f"S-curve of b = {b} bands of r = {r} rows, threshold {t}, "
+                                  f"{len(data.verified)} verified pairs on it")
+
+
+def _histogram(data: ReportData) -> dict:
+    fig, ax = _new_figure()
+    edges = np.linspace(0, 1, 51)
+    ax.hist([np.asarray(data.rejected), np.asarray(data.verified)], bins=edges, stacked=True,
+            color=["#bbbbbb", "#1f4e8c"], hatch=["//", None], edgecolor="#333", linewidth=0.4,
+            label=[f"rejected (< threshold): {len(data.rejected)}" + (f" ({data.rejected_note})"
+                                                                       if data.rejected_note else ""),
+                   f"verified (>= threshold): {len(data.verified)}"])
+    if data.threshold is not None:
+        ax.axvline(data.threshold, color="#444", linestyle="--")
+    ax.set(xlabel="exact Jaccard of candidate pairs", ylabel="pairs", xlim=(0, 1))
+    ax.legend(loc="upper left", frameon=False, fontsize=7)
+    return _figure(fig, "jaccard", f"Histogram of exact Jaccard: {len(data.verified)} verified, "
+                                   f"{len(data.rejected)} rejected candidate pairs")
+
+
+def _group_sizes(sizes: list[int]) -> dict:
+    """Groups by size: each size up to 9, then decades (10-99, 100-999, ...) so that a few huge groups stay visible
+    beside thousands of pairs (categories: cheaper to draw than log axes)."""
+    fig, ax = _new_figure()
+    values, counts = np.unique(sizes, return_counts=True)
+    buckets: dict[str, int] = {}
+    for value, count in zip(values.tolist(), counts.tolist()):
+        low = value if value < 10 else 10 ** (len(str(value)) - 1)
+        label = str(value) if value < 10 else f"{low}-{10 * low - 1}"
+        buckets[label] = buckets.get(label, 0) + count
+    bars = ax.bar(list(buckets), list(buckets.values()), color="#1f4e8c", width=0.7)
+    ax.bar_label(bars, fontsize=7)
+    ax.set(xlabel="documents in the group", ylabel="groups")
+    return _figure(fig, "sizes", f"Group sizes: {len(sizes)} groups, from {values[0]} to {values[-1]} documents")
+
+
+def write(data: ReportData, path: str) -> None:
+    """Write the report (through a temporary file, so a reader never sees half of it)."""
+    target = Path(path)
+    tmp = target.with_name(target.name + ".tmp")
+    try:
+        tmp.write_text(render(data), encoding="utf-8", errors="backslashreplace")  # undecodable names
+        tmp.replace(target)
+    except OSError as e:
+        tmp.unlink(missing_ok=True)
+        raise NearDupError(f"--report {path}: cannot write ({e.strerror})") from None
