@@ -23,6 +23,8 @@ def digest(*parts) -> str:
 
 
 def _plain(obj):
+    if isinstance(obj, SourceParams):
+        return obj.record()
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         return dataclasses.asdict(obj)
     raise TypeError(f"cannot fingerprint {type(obj).__name__}")
@@ -45,6 +47,22 @@ class SourceParams:
     # ~3-7 ms beyond its documents (its eight files, its task): 1 KB documents at 1,000 a shard spent 15% there.
     partition_docs: int = 4000
     partition_bytes: int = 4 << 20
+    # Document formats (issue 20): formats, the ones read (empty: every one text/extract.py knows); html "main"
+    # keeps an HTML page's main content only. Left out of fingerprints and records at their defaults (record()),
+    # so that work dirs, keys and cache dirs of plain-text runs stay what they were before formats existed.
+    formats: tuple[str, ...] = ()
+    html: str = "visible"
+
+    def record(self) -> dict:
+        """The stored form: dataclasses.asdict without the format fields at their defaults."""
+        record = dataclasses.asdict(self)
+        for name in ("formats", "html"):
+            if record[name] == SOURCE_FIELD_DEFAULTS[name]:
+                del record[name]
+        return record
+
+
+SOURCE_FIELD_DEFAULTS = {"formats": (), "html": "visible"}
 
 
 @dataclasses.dataclass(frozen=True)

@@ -47,6 +47,7 @@ from ..store.cache import absolute, default_workdir, record_use
 from ..store.workdir import STAGES, WorkDir
 from ..text.read import STREAM_BYTES
 from .admin import COMMANDS, evict
+from .extract import extract_command, formats_line, formats_options
 from .settings import given, load
 
 SHINGLE_DEFAULTS = ShingleParams()
@@ -385,6 +386,7 @@ source_options = _options(
     click.option("--follow-links", is_flag=True, help="Follow symbolic links inside folders (loops are detected)."),
     click.option("--partition-docs", type=click.IntRange(1), default=SOURCE_DEFAULTS.partition_docs, hidden=True,
                  help="Documents per partition (the unit of parallel work and of resume)."),
+    *formats_options,
 )
 shingle_options = _options(
     click.option("--unit", type=click.Choice(UNITS), default=SHINGLE_DEFAULTS.unit, show_default=True,
@@ -442,10 +444,10 @@ reference_option = click.option("--reference", "references", multiple=True, meta
 
 
 def _source(jsonl, id_field, text_field, strict, include, exclude, hidden, follow_links, partition_docs,
-            null) -> SourceParams:
+            null, formats=(), html=None) -> SourceParams:
     return SourceParams(jsonl=jsonl, id_field=id_field, text_field=text_field, strict=strict,
                         include=tuple(include), exclude=tuple(exclude), hidden=hidden, follow_links=follow_links,
-                        null=null, partition_docs=partition_docs)
+                        null=null, partition_docs=partition_docs, formats=formats, html=html or SOURCE_DEFAULTS.html)
 
 
 def _cluster_params(link, keep, prefer) -> ClusterParams:
@@ -876,12 +878,14 @@ def inspect(ctx, paths, unit, k, whitespace, strip_punct, **source):
                        f"{plural(dead, 'stored row')} of removed or changed documents; "
                        f"reported up to run {manifest.get('reported', 0)}"
                        + ("; an index (parameters fixed)" if manifest.get("index") else ""))
+            if (line := formats_line(pipeline.shingle.load_catalog(work, record), record["source"]["jsonl"])):
+                click.echo(line)
         elif "stats" in record:
             click.echo("  " + ", ".join(f"{k} {v}" for k, v in record["stats"].items()))
         previous = record
 
 
-for _command in COMMANDS:
+for _command in (*COMMANDS, extract_command):
     cli.add_command(_command)
 
 

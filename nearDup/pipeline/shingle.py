@@ -25,7 +25,7 @@ from ..report.printer import plural
 from ..store.catalog import Catalog, binary_columns, binary_of, item_digest, plan, shard_columns, skip_known_binary
 from ..store.workdir import WorkDir
 from ..text.inputs import SAME_FILE, PackedItems, list_items, partition, under
-from ..text.read import first_record_fields, read_documents
+from ..text.read import first_record_fields, format_notes, missing_extras_note, read_documents
 from ..text.shingles import shingle_documents
 from .band import _save_band_keys, band_key
 from .driver import PartitionTask, Runner, _files, _map_partitions, _up_to_date, require
@@ -51,9 +51,10 @@ def shingle_partition(task: PartitionTask[ShingleParams]) -> ShingledShard:
     assert source is not None  # a shingle task always has one
 
     def documents():
-        for item, doc in read_documents(task.items, source, problems, task.cwd):
+        for item, doc in read_documents(task.items, source, problems, task.cwd, cache=str(work.root / "extract")):
             if task.only is None or doc.id in task.only:
-                yield doc, {"item": item_digest(item), "inode": item.inode}
+                # a file's row keeps its format in the item column (empty for plain text: inspect, plan)
+                yield doc, {"item": item_digest(item) or doc.format, "inode": item.inode}
 
     records, values, offsets = shingle_documents(documents(), task.params, problems)
     columns = shard_columns(records)
@@ -79,8 +80,10 @@ SKIPPED_WHY = {"special": " (FIFO, socket, device)", SAME_FILE: " (same file)"}
 
 def shingle_content(params: ShingleParams, source: SourceParams) -> dict:
     """What decides a shard's bytes: shingle parameters and how records are read (an index keeps them fixed)."""
+    formats = {k: list(v) if isinstance(v, tuple) else v for k, v in source.record().items()
+               if k in ("formats", "html")}  # only when not the defaults: plain-text keys stay as they were
     return {"params": asdict(params), "jsonl": source.jsonl, "id_field": source.id_field,
-            "text_field": source.text_field, "strict": source.strict}
+            "text_field": source.text_field, "strict": source.strict, **formats}
 
 
 def run(runner: Runner, args: list[str], source: SourceParams, params: ShingleParams, stdin=None,
@@ -200,7 +203,7 @@ def run(runner: Runner, args: list[str], source: SourceParams, params: ShinglePa
     if binary:
         work.save_table(work.output("shingle", BINARY, key), binary_columns(binary))
     _remember_catalog(_catalog_version(catalog_path), catalog)
-    record = {"key": key, "params": asdict(params), "source": asdict(source), "content": content,
+    record = {"key": key, "params": asdict(params), "source": source.record(), "content": content,
               "inputs": inputs, "cwd": os.getcwd(), "partitions": keys, "shards": shards, "docs": counts,
               "bytes": shard_bytes, "run": this_run, "next_shard": next_shard + len(parts),
               "files": _files(work, "shingle", key, CATALOG, *([BINARY] if binary else [])),
@@ -319,6 +322,7 @@ def _shingle_summary(record: dict) -> str:
         ("binary", f"{plural(s.get('binary', 0), 'binary file')} skipped"),
         ("replaced", f"{s.get('replaced')} with invalid UTF-8 replaced"),
         ("bad_lines", f"{plural(s.get('bad_lines', 0), 'bad JSONL line')} skipped")) if s.get(k)]
+    notes += format_notes(s)
     notes += [f"{plural(n, *SKIPPED_NOUNS.get(kind, (kind,)))} skipped{SKIPPED_WHY.get(kind, '')}"
               for kind, n in s.get("skipped", {}).items() if n]
     changes = [f"{s[k]} {k}" for k in ("added", "removed", "renamed") if s.get(k)]
@@ -331,6 +335,8 @@ def _report_problems(runner: Runner, record: dict) -> None:
     stats = record["stats"]
     for message in stats.get("messages", []):
         runner.log(f"warning: {message}")
+    if (note := missing_extras_note(stats)) is not None:
+        runner.log(f"warning: {note}")
     runner.soft_errors += stats.get("unreadable", 0) + stats.get("vanished", 0)
 
 

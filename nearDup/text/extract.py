@@ -203,12 +203,14 @@ def _zip_hint(head: bytes) -> str:
 # ------------------------------------------------------------------------------------------------ extraction
 
 def extract(path: str, fmt: str | None = None, options: ExtractOptions = ExtractOptions(),
-            warn: Callable[[str], None] | None = None) -> Iterator[tuple[str, str]]:
+            warn: Callable[[str], None] | None = None, data: bytes | None = None) -> Iterator[tuple[str, str]]:
     """(id_suffix, text) for each document of the file at path: one ("", text), or ("#i", text) for the i-th
     message (from 1) of an mbox. fmt defaults to detect(); warn receives one-line notes about parts skipped
-    inside a file that is read all the same (malformed mbox messages). Raises ExtractError (path filled in);
-    an OSError of the system (opening or reading the file) is left to the caller, as for plain files."""
-    with open(path, "rb") as f:
+    inside a file that is read all the same (malformed mbox messages); data: the file's bytes if already read
+    (a PDF is still opened by name: PDFium reads a named file itself, faster than through Python). Raises
+    ExtractError (path filled in); an OSError of the system (opening or reading the file) is left to the caller,
+    as for plain files."""
+    with open(path, "rb") if data is None or fmt == "pdf" else io.BytesIO(data) as f:
         if fmt is None:
             fmt = detect(f.read(HEAD), path)
             f.seek(0)
