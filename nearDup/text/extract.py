@@ -111,13 +111,14 @@ def version(fmt: str, options: ExtractOptions = ExtractOptions()) -> str:
     that change the text. A compressed file's inner format is unknown until read, so it depends on them all."""
     if fmt in COMPRESSED:
         return "+".join(version(f, options) for f in EXTRACTOR_VERSION) + f"/{fmt}"
+    main = options.html_main and fmt == "html"  # only an HTML file's own text depends on it (not EPUB's, e-mail's)
     parts = [f"{fmt}{EXTRACTOR_VERSION.get(fmt, 0)}"]
-    for dist in LIBRARIES.get(fmt, ()) + (("trafilatura",) if options.html_main else ()):
+    for dist in LIBRARIES.get(fmt, ()) + (("trafilatura",) if main else ()):
         try:
             parts.append(f"{dist}-{metadata.version(dist)}")
         except metadata.PackageNotFoundError:
             parts.append(f"{dist}-none")
-    if options.html_main:
+    if main:
         parts.append("main")
     return ",".join(parts)
 

@@ -278,6 +278,7 @@ _MAGIC = (b"%PDF-", b"PK\x03\x04", b"\x1f\x8b", b"\xfd7zXZ\x00", b"\x28\xb5\x2f\
 _MARKUP_OR_MAIL = re.compile(rb"(?:\xef\xbb\xbf)?[ \t\r\n]*(?:<|From |[!-9;-~]+:)")
 _HTML_NAMES = (".html", ".htm", ".xhtml")
 EXTRACT_SECONDS = 60.0  # per file: an extractor still busy after this is abandoned and the file skipped
+EXTRACT_BYTES = 256 << 20  # per file: uncompressed bytes of all its layers and zip members (bombs are refused)
 
 
 def document_format(head: bytes, name: str) -> str | None:
@@ -315,7 +316,7 @@ def _extracted(item: Item, path: str, fmt: str, data: bytes | None, params: Sour
     if params.formats and fmt not in params.formats:
         _count(problems, "other_format")
         return
-    options = ex.ExtractOptions(html_main=params.html == "main")
+    options = ex.ExtractOptions(html_main=params.html == "main", max_bytes=EXTRACT_BYTES)
     try:
         sha = _file_hash(path) if data is None else hashlib.blake2b(data, digest_size=16).hexdigest()
         stored = _cache_path(cache, sha, ex.version(fmt, options)) if cache else None
