@@ -281,6 +281,11 @@ def test_base_install_reads_text_and_says_once_which_formats_it_skipped(tmp_path
     notes = [line for line in done.stderr.splitlines() if "formats extra" in line]
     assert notes == ["warning: 4 files skipped: reading HTML (1), PDF (3) needs the formats extra; install it "
                      "with: pip install 'nearDup[formats]'"], done.stderr
+    compared = subprocess.run([sys.executable, "-c", MISSING.format(repo=str(REPO)), "compare", str(docs / "p0.pdf"),
+                               str(docs / "a.txt")], capture_output=True, text=True, timeout=60)
+    assert compared.returncode == 2 and compared.stderr == (
+        f"neardup: error: {docs / 'p0.pdf'}: 1 file skipped: reading PDF (1) needs the formats extra; install it "
+        "with: pip install 'nearDup[formats]'\n")
 
 
 @needs_extra

@@ -11,7 +11,7 @@ from ..kernels import sets
 from ..kernels.shingle import CodePointHasher, kgram_hashes, word_hashes
 from ..text.inputs import list_items
 from ..text.normalise import normalise
-from ..text.read import read_documents, stdin_document
+from ..text.read import missing_extras_note, read_documents, stdin_document
 from ..text.shingles import shingle_documents
 
 
@@ -32,8 +32,9 @@ def _shingles(path: str, params: ShingleParams, explain: bool,
     _, values, _ = shingle_documents(((doc, {}) for doc in documents), params, problems)
     if problems.get("binary"):
         raise InputError(f"{path}: binary file (it has NUL bytes); compare reads text only")
-    if not documents:
-        raise InputError(problems["messages"][0])
+    if not documents:  # unreadable, or (no message) in a format whose library is missing
+        raise InputError(problems["messages"][0] if problems.get("messages") else
+                         f"{path}: {missing_extras_note(problems) or 'no document in it'}")
     text = documents[0].text
     if not explain or text is None:
         return sets.sorted_unique(values), None, None
