@@ -303,6 +303,7 @@ def test_extracted_text_is_cached_by_content_and_extractor_version(formats_corpu
         return real(path, *args, **kwargs)
 
     monkeypatch.setattr(ex, "extract", counted)
+    monkeypatch.setattr(read, "CACHE_SECONDS", 0)  # every extraction cached, however quick
     extracted = len(SUFFIXES[1:]) * TEXTS
     w = tmp_path / "w"
     assert invoke("-w", w, "run", docs, "--jobs", "1", "--partition-docs", "4").exit_code == 0

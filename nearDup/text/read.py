@@ -13,6 +13,7 @@ import queue
 import re
 import sys
 import threading
+import time
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
@@ -77,7 +78,8 @@ def read_documents(items: Iterable[Item], params: SourceParams, problems: dict,
     content) gives the documents its extractor finds, each counted in problems["format:FMT"]; one in a format
     whose library is missing is counted in problems["missing:FMT"] (missing_extras_note says so once); a file
     --formats leaves out, in problems["other_format"]. cache: a folder where extracted texts are kept by content
-    hash and extractor version, so that a file read again unchanged is not extracted again."""
+    hash and extractor version, so that a file read again unchanged is not extracted again (when its extraction
+    took at least CACHE_SECONDS: a quicker one is redone rather than stored)."""
     base = cwd if not cwd or cwd.endswith("/") else cwd + "/"  # os.path.join(cwd, path) without a call per file
     text_wanted = not params.formats or "text" in params.formats
     for item in items:
@@ -279,6 +281,9 @@ _MAYBE_DOCUMENT = re.compile(
 _HTML_NAMES = (".html", ".htm", ".xhtml", ".HTML", ".HTM", ".XHTML")
 EXTRACT_SECONDS = 60.0  # per file: an extractor still busy after this is abandoned and the file skipped
 EXTRACT_BYTES = 256 << 20  # per file: uncompressed bytes of all its layers and zip members (bombs are refused)
+# An extraction is cached when it took longer than this: writing a cache entry costs ~0.3-0.8 ms on a busy disk
+# (bench/RESULTS-formats.md) and reading one back ~0.1-0.3 ms, more than a small .gz, DOCX or page of HTML takes
+CACHE_SECONDS = 0.001
 
 
 def document_format(head: bytes, name: str) -> str | None:
@@ -324,6 +329,7 @@ def _extracted(item: Item, path: str, fmt: str, data: bytes | None, params: Sour
         found = _cached(stored) if stored is not None else None
         if found is None:
             notes: list[str] = []
+            began = time.perf_counter()
             try:
                 found = {"docs": _time_limited(lambda: list(ex.extract(path, fmt, options, notes.append, data)),
                                                EXTRACT_SECONDS), "notes": notes}
@@ -336,7 +342,7 @@ def _extracted(item: Item, path: str, fmt: str, data: bytes | None, params: Sour
                 _problem(problems, "unreadable", f"{item.id}: still extracting after {EXTRACT_SECONDS:g} s: "
                                                  f"skipped (a hung or very slow {ex.LABELS.get(fmt, fmt)} file)")
                 return
-            if stored is not None:
+            if stored is not None and time.perf_counter() - began >= CACHE_SECONDS:
                 _store(stored, found)
     except OSError as e:
         _unreadable(problems, item, e)
