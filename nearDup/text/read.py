@@ -279,6 +279,8 @@ _MAYBE_DOCUMENT = re.compile(
     rb"(?:\xef\xbb\xbf)?[ \t\r\n]*(?:<|From |[!-9;-~]+:)|%PDF-|PK\x03\x04|\x1f\x8b|\xfd7zXZ\x00|\x28\xb5\x2f\xfd|BZh"
     rb"|\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1|\xff\xfe|\xfe\xff|\x00\x00\xfe\xff")
 _HTML_NAMES = (".html", ".htm", ".xhtml", ".HTML", ".HTM", ".XHTML")
+_FIRST_BYTES = frozenset(b"<%PF\x1f\xfd(B\xd0\xff\xfe\x00\xef \t\r\n")  # the first bytes _MAYBE_DOCUMENT can match
+                                                                           # without a ":" (headers have one)
 EXTRACT_SECONDS = 60.0  # per file: an extractor still busy after this is abandoned and the file skipped
 EXTRACT_BYTES = 256 << 20  # per file: uncompressed bytes of all its layers and zip members (bombs are refused)
 # An extraction is cached when it took longer than this: writing a cache entry costs ~0.3-0.8 ms on a busy disk
@@ -289,7 +291,12 @@ CACHE_SECONDS = 0.001
 def document_format(head: bytes, name: str) -> str | None:
     """The format of a file whose text must be extracted (extract.FORMATS, "zip" or "ole"), from its first bytes
     (HEAD of them or more) and its name; None for plain text and binary data, which are read as they always were."""
-    percent = head.find(b"%", 0, 1024)  # one memchr: most texts have no % to look for a PDF header at
+    # memchr-fast tests first: a plain text usually starts with a letter, has no ":" in its first 80 bytes (a
+    # mail header has one there) and no "%" in its first 1024 (a PDF header after junk)
+    if (not head or (head[0] not in _FIRST_BYTES and head.find(b":", 0, 80) < 0 and head.find(b"%", 0, 1024) < 0
+                     and not name.endswith(_HTML_NAMES))):
+        return None
+    percent = head.find(b"%", 0, 1024)
     if not (_MAYBE_DOCUMENT.match(head) or (percent > 0 and head.find(b"%PDF-", percent, 1024) >= 0)
             or name.endswith(_HTML_NAMES)):
         return None
