@@ -33,6 +33,8 @@ def digest(*parts) -> str:
 
 
 def _plain(obj):
+    if isinstance(obj, SourceParams):
+        return obj.record()
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         return dataclasses.asdict(obj)
     raise TypeError(f"cannot fingerprint {type(obj).__name__}")
@@ -55,6 +57,22 @@ class SourceParams:
     # ~3-7 ms beyond its documents (its eight files, its task): 1 KB documents at 1,000 a shard spent 15% there.
     partition_docs: int = 4000
     partition_bytes: int = 4 << 20
+    # Document formats (issue 20): formats, the ones read (empty: every one text/extract.py knows); html "main"
+    # keeps an HTML page's main content only. Left out of fingerprints and records at their defaults (record()),
+    # so that work dirs, keys and cache dirs of plain-text runs stay what they were before formats existed.
+    formats: tuple[str, ...] = ()
+    html: str = "visible"
+
+    def record(self) -> dict:
+        """The stored form: dataclasses.asdict without the format fields at their defaults."""
+        record = dataclasses.asdict(self)
+        for name in ("formats", "html"):
+            if record[name] == SOURCE_FIELD_DEFAULTS[name]:
+                del record[name]
+        return record
+
+
+SOURCE_FIELD_DEFAULTS = {"formats": (), "html": "visible"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -198,6 +216,10 @@ class RunConfig:
 # The bounds of each numeric option (the command line's click types say the same), as (low, high) inclusive.
 RANGES = {"k": (1, 64), "num_perm": (1, 8192), "seed": (0, 2**63 - 1), "bands": (1, None), "rows": (1, None),
           "max_bucket": (2, None), "min_shingles": (0, None), "min_size": (0, None), "partition_docs": (1, None)}
+# extract.FORMATS, written out: importing text/extract.py (email, zipfile, lzma...) on every start of the command
+# line cost ~40 ms; a test checks the two agree
+DOCUMENT_FORMATS = ("text", "pdf", "docx", "odt", "epub", "html", "eml", "mbox", "gz", "bz2", "xz", "zst")
+HTML_MODES = ("visible", "main")
 CHOICES = {"unit": UNITS, "whitespace": ("collapse", "remove"), "minhash": METHODS, "link": ("keeper", "connected")}
 
 
@@ -208,7 +230,8 @@ def resolve(*, unit: str = "word", k: int = 5, whitespace: str = "collapse", str
             references: tuple[str, ...] | list[str] = (), jsonl: bool = False, id_field: str = "id",
             text_field: str = "text", strict: bool = False, include: tuple[str, ...] | list[str] = (),
             exclude: tuple[str, ...] | list[str] = (), hidden: bool = False, follow_links: bool = False,
-            null: bool = False, partition_docs: int = 4000) -> RunConfig:
+            null: bool = False, partition_docs: int = 4000, formats: tuple[str, ...] | list[str] = (),
+            html: str | None = None) -> RunConfig:
     """The options of `run` (the defaults are its defaults) checked and resolved into frozen parameters. Raises
     ParameterError with the command line's message for a bad value; explicit --bands/--rows are checked against
     --num-perm here, before any work dir is made."""
@@ -222,6 +245,11 @@ def resolve(*, unit: str = "word", k: int = 5, whitespace: str = "collapse", str
     for name, choices in CHOICES.items():
         if values[name] not in choices:
             raise ParameterError(f"{option_flag(name)}: {values[name]!r} is not one of {', '.join(choices)}")
+    if unknown := sorted(set(formats) - set(DOCUMENT_FORMATS)):
+        raise ParameterError(f"--formats: unknown format {', '.join(map(str, unknown))}; choose from "
+                             f"{', '.join(DOCUMENT_FORMATS)}")
+    if html is not None and html not in HTML_MODES:
+        raise ParameterError(f"--html: {html!r} is not one of {', '.join(HTML_MODES)}")
     if threshold is not None and (isinstance(threshold, bool) or not isinstance(threshold, (int, float))
                                   or not 0 < threshold <= 1):  # nan fails both comparisons
         raise ParameterError(f"--threshold: {threshold!r} is not in the range 0<x<=1")
@@ -233,7 +261,9 @@ def resolve(*, unit: str = "word", k: int = 5, whitespace: str = "collapse", str
     return RunConfig(
         source=SourceParams(jsonl=jsonl, id_field=id_field, text_field=text_field, strict=strict,
                             include=_strings(include), exclude=_strings(exclude), hidden=hidden,
-                            follow_links=follow_links, null=null, partition_docs=partition_docs),
+                            follow_links=follow_links, null=null, partition_docs=partition_docs,
+                            formats=tuple(f for f in DOCUMENT_FORMATS if f in formats),  # fingerprinted: one order
+                            html=html or HTML_MODES[0]),
         shingle=ShingleParams(unit, k, whitespace, strip_punct),
         signature=SignatureParams(num_perm, seed, minhash),
         candidates=CandidateParams(max_bucket, min_shingles, min_size),

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 from .admin import COMMANDS
 from .commands import band, candidates, cluster, compare, inspect, query, run, script, shingle, signature, tune, verify
+from .extract import extract_command
 from .main import cli, main
 from .report import report_command
 
 for _command in (shingle, signature, band, candidates, verify, cluster, run, script, compare, query, tune, inspect,
-                 report_command, *COMMANDS):
+                 report_command, extract_command, *COMMANDS):
     cli.add_command(_command)
 
 __all__ = ["cli", "main"]

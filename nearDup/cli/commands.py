@@ -31,6 +31,7 @@ from ..store.manifest import ShingleRecord
 from ..store.workdir import WorkDir
 from ..text.read import STREAM_BYTES
 from .app import Output, app_of, log
+from .extract import formats_line
 from .main import StageCommand
 from .options import (
     SIGNATURE_DEFAULTS,
@@ -350,5 +351,7 @@ def inspect(ctx, paths, unit, k, whitespace, strip_punct, **source):
                        f"{plural(dead, 'stored row')} of removed or changed documents; "
                        f"reported up to run {manifest.reported or 0}"
                        + ("; an index (parameters fixed)" if manifest.index else ""))
+            if (line := formats_line(pipeline.shingle.load_catalog(work, record), record.source.jsonl)):
+                click.echo(line)
         elif "stats" in stored:
             click.echo("  " + ", ".join(f"{k} {v}" for k, v in sorted(stored["stats"].items())))

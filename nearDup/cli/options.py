@@ -25,6 +25,7 @@ from ..pipeline.groups import DEFAULT_RULES, RULES
 from ..report.printer import FORMATS, SELECTIONS
 from ..report.script import ACTIONS
 from .app import app_of
+from .extract import formats_options
 
 SHINGLE_DEFAULTS = ShingleParams()
 SIGNATURE_DEFAULTS = SignatureParams()
@@ -137,6 +138,7 @@ source_options = _options(
     click.option("--follow-links", is_flag=True, help="Follow symbolic links inside folders (loops are detected)."),
     click.option("--partition-docs", type=click.IntRange(1), default=SOURCE_DEFAULTS.partition_docs, hidden=True,
                  help="Documents per partition (the unit of parallel work and of resume)."),
+    *formats_options,
 )
 shingle_options = _options(
     click.option("--unit", type=click.Choice(UNITS), default=SHINGLE_DEFAULTS.unit, show_default=True,

@@ -8,7 +8,7 @@ import numpy as np
 from ..config import ShingleParams, SourceParams
 from ..errors import InputError
 from ..text.inputs import list_items
-from ..text.read import read_documents, stdin_document
+from ..text.read import missing_extras_note, read_documents, stdin_document
 from ..text.shingles import shingle_documents
 from .similarity import containment, jaccard, one_shard, set_overlap
 
@@ -30,8 +30,9 @@ def _shingles(path: str, params: ShingleParams, explain: bool, stdin=None) -> tu
     _, values, offsets = shingle_documents(((doc, {}) for doc in documents), params, problems, tokens)
     if problems.get("binary"):
         raise InputError(f"{path}: binary file (it has NUL bytes); compare reads text only")
-    if not documents:
-        raise InputError(problems["messages"][0])
+    if not documents:  # unreadable, or (no message) in a format whose library is missing
+        raise InputError(problems["messages"][0] if problems.get("messages") else
+                         f"{path}: {missing_extras_note(problems) or 'no document in it'}")
     return (values, offsets), tokens[0] if tokens else None
 
 

@@ -13,7 +13,7 @@ from ..kernels import lsh, sets
 from ..store.manifest import BandRecord, CandidatesRecord, ShingleRecord, SignatureRecord
 from ..store.workdir import WorkDir
 from ..text.inputs import list_items
-from ..text.read import Document, read_documents, stdin_document
+from ..text.read import Document, missing_extras_note, read_documents, stdin_document
 from ..text.shingles import shingle_documents
 from .candidates import _index_files, _limits, pairing_order
 from .driver import PartitionArrays, _up_to_date, part_starts, require
@@ -70,6 +70,8 @@ def run(work: WorkDir, paths: list[str], stdin, threshold: float | None) -> tupl
     records, values, offsets = shingle_documents(((doc, {}) for doc in documents), params, problems)
     # a run only counts binary files; a query names its few inputs (count_binary kept their ids)
     problems.setdefault("messages", []).extend(f"{i}: binary file skipped" for i in problems.get("binary_ids", ()))
+    if (note := missing_extras_note(problems)) is not None:
+        problems["messages"].append(note)
     problems["queried"] = len(records)
     if not records:
         return [], problems

@@ -26,7 +26,7 @@ from ..store.catalog import Catalog, binary_columns, binary_of, item_digest, pla
 from ..store.manifest import ShingleRecord, ShingleStats
 from ..store.workdir import WorkDir
 from ..text.inputs import SAME_FILE, PackedItems, list_items, partition, under
-from ..text.read import first_record_fields, read_documents
+from ..text.read import first_record_fields, format_notes, missing_extras_note, read_documents
 from ..text.shingles import shingle_documents
 from . import band, signature
 from .driver import PartitionTask, Runner, _files, _map_partitions, _up_to_date, fused_steps, require, write_steps
@@ -51,9 +51,10 @@ def shingle_partition(task: PartitionTask[ShingleParams]) -> ShingledShard:
     assert source is not None  # a shingle task always has one
 
     def documents():
-        for item, doc in read_documents(task.items, source, problems, task.cwd):
+        for item, doc in read_documents(task.items, source, problems, task.cwd, cache=str(work.root / "extract")):
             if task.only is None or doc.id in task.only:
-                yield doc, {"item": item_digest(item), "inode": item.inode}
+                # a file's row keeps its format in the item column (empty for plain text: inspect, plan)
+                yield doc, {"item": item_digest(item) or doc.format, "inode": item.inode}
 
     records, values, offsets = shingle_documents(documents(), task.params, problems)
     columns = shard_columns(records)
@@ -76,8 +77,10 @@ SKIPPED_WHY = {"special": " (FIFO, socket, device)", SAME_FILE: " (same file)"}
 
 def shingle_content(params: ShingleParams, source: SourceParams) -> dict:
     """What decides a shard's bytes: shingle parameters and how records are read (an index keeps them fixed)."""
+    formats = {k: list(v) if isinstance(v, tuple) else v for k, v in source.record().items()
+               if k in ("formats", "html")}  # only when not the defaults: plain-text keys stay as they were
     return {"params": asdict(params), "jsonl": source.jsonl, "id_field": source.id_field,
-            "text_field": source.text_field, "strict": source.strict}
+            "text_field": source.text_field, "strict": source.strict, **formats}
 
 
 def run(runner: Runner, args: list[str], source: SourceParams, params: ShingleParams, stdin=None,
@@ -309,6 +312,7 @@ def _shingle_summary(record: ShingleRecord) -> str:
         ("binary", f"{plural(s.count('binary'), 'binary file')} skipped"),
         ("replaced", f"{s.count('replaced')} with invalid UTF-8 replaced"),
         ("bad_lines", f"{plural(s.count('bad_lines'), 'bad JSONL line')} skipped")) if s.count(k)]
+    notes += format_notes(s.rest)
     notes += [f"{plural(n, *SKIPPED_NOUNS.get(kind, (kind,)))} skipped{SKIPPED_WHY.get(kind, '')}"
               for kind, n in (s.skipped or {}).items() if n]
     changes = [f"{s.count(k)} {k}" for k in ("added", "removed", "renamed") if s.count(k)]
@@ -320,6 +324,8 @@ def _shingle_summary(record: ShingleRecord) -> str:
 def _report_problems(runner: Runner, record: ShingleRecord) -> None:
     for message in record.stats.messages or ():
         runner.log(f"warning: {message}")
+    if (note := missing_extras_note(record.stats.rest)) is not None:
+        runner.log(f"warning: {note}")
     runner.soft_errors += record.stats.count("unreadable") + record.stats.count("vanished")
 
 

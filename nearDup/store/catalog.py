@@ -207,12 +207,20 @@ def plan(stored: Catalog, items: list[Item], source: SourceParams) -> Plan:
                 changed.append(item)
     else:
         by_id = {ids[n]: n for n in np.flatnonzero(was_live).tolist()}
+        messages: dict[str, list[int]] | None = None  # mbox path -> the rows of its messages (ids path#i)
         for item in items:
             n = by_id.get(item.id)
             if n is not None and sizes[n] == item.size and mtimes[n] == item.mtime_ns and inodes[n] == item.inode:
                 live[n] = True
-            else:
-                changed.append(item)
+                continue
+            if n is None:  # a file of several documents? Its rows carry the file's mtime and inode, not its size
+                if messages is None:
+                    messages = _messages(stored, was_live)
+                rows = messages.get(item.id, [])
+                if rows and all(mtimes[m] == item.mtime_ns and inodes[m] == item.inode for m in rows):
+                    live[rows] = True
+                    continue
+            changed.append(item)
     released = np.flatnonzero(was_live & ~live).tolist()
     result = Plan(stored, [])
     found: list[tuple[Item, str, str]] = []  # (item, id, sha) of the documents of changed items
@@ -257,6 +265,16 @@ def plan(stored: Catalog, items: list[Item], source: SourceParams) -> Plan:
             result.todo.append((item, frozenset(wanted[item.id]) if item.kind == "jsonl" else None))
     result.catalog = Catalog({**result.catalog.columns, "live": live.astype(np.int64)})
     return result
+
+
+def _messages(stored: Catalog, was_live: np.ndarray) -> dict[str, list[int]]:
+    """The live rows of mbox messages (item column "mbox", id PATH#i) by the path of their mbox."""
+    found: dict[str, list[int]] = {}
+    item = stored["item"]
+    for n in np.flatnonzero(was_live).tolist():
+        if item[n] == "mbox":
+            found.setdefault(stored.ids[n].rsplit("#", 1)[0], []).append(n)
+    return found
 
 
 # The binary files a run skipped, by id: (size, mtime_ns, inode) as listed. Kept beside the catalog (they hold no

@@ -53,6 +53,8 @@ def _dump(value: Any) -> Any:
     """The JSON form of a field's value: records by to_json, parameters as dataclasses.asdict (tuples as lists)."""
     if isinstance(value, _Json):
         return value.to_json()
+    if isinstance(value, SourceParams):  # without the format fields at their defaults (what text-only runs stored)
+        return _dump(value.record())
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return _dump(dataclasses.asdict(value))
     if isinstance(value, (list, tuple)):

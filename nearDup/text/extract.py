@@ -23,6 +23,7 @@ import codecs
 import dataclasses
 import email
 import email.policy
+import functools
 import gzip
 import importlib
 import io
@@ -106,18 +107,20 @@ class MissingExtra(ExtractError):
         super().__init__(f"reading {LABELS.get(fmt, fmt)} needs the formats extra: {PIP}", path)
 
 
+@functools.lru_cache(maxsize=256)  # importlib.metadata looks each library up on disk: ~1-2 ms a call
 def version(fmt: str, options: ExtractOptions = ExtractOptions()) -> str:
     """Cache key part for texts extracted as fmt: our extractor's number, its libraries' versions and the options
     that change the text. A compressed file's inner format is unknown until read, so it depends on them all."""
     if fmt in COMPRESSED:
         return "+".join(version(f, options) for f in EXTRACTOR_VERSION) + f"/{fmt}"
+    main = options.html_main and fmt == "html"  # only an HTML file's own text depends on it (not EPUB's, e-mail's)
     parts = [f"{fmt}{EXTRACTOR_VERSION.get(fmt, 0)}"]
-    for dist in LIBRARIES.get(fmt, ()) + (("trafilatura",) if options.html_main else ()):
+    for dist in LIBRARIES.get(fmt, ()) + (("trafilatura",) if main else ()):
         try:
             parts.append(f"{dist}-{metadata.version(dist)}")
         except metadata.PackageNotFoundError:
             parts.append(f"{dist}-none")
-    if options.html_main:
+    if main:
         parts.append("main")
     return ",".join(parts)
 
@@ -203,12 +206,14 @@ def _zip_hint(head: bytes) -> str:
 # ------------------------------------------------------------------------------------------------ extraction
 
 def extract(path: str, fmt: str | None = None, options: ExtractOptions = ExtractOptions(),
-            warn: Callable[[str], None] | None = None) -> Iterator[tuple[str, str]]:
+            warn: Callable[[str], None] | None = None, data: bytes | None = None) -> Iterator[tuple[str, str]]:
     """(id_suffix, text) for each document of the file at path: one ("", text), or ("#i", text) for the i-th
     message (from 1) of an mbox. fmt defaults to detect(); warn receives one-line notes about parts skipped
-    inside a file that is read all the same (malformed mbox messages). Raises ExtractError (path filled in);
-    an OSError of the system (opening or reading the file) is left to the caller, as for plain files."""
-    with open(path, "rb") as f:
+    inside a file that is read all the same (malformed mbox messages); data: the file's bytes if already read
+    (a PDF is still opened by name: PDFium reads a named file itself, faster than through Python). Raises
+    ExtractError (path filled in); an OSError of the system (opening or reading the file) is left to the caller,
+    as for plain files."""
+    with open(path, "rb") if data is None or fmt == "pdf" else io.BytesIO(data) as f:
         if fmt is None:
             fmt = detect(f.read(HEAD), path)
             f.seek(0)

@@ -4,11 +4,16 @@ records), with their size, mtime and content hash. Problems (binary, unreadable,
 from __future__ import annotations
 
 import codecs
+import contextlib
 import dataclasses
 import hashlib
 import json
 import os
+import queue
+import re
 import sys
+import threading
+import time
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
@@ -39,6 +44,7 @@ class Document:
     sha: str
     replaced: bool  # invalid UTF-8 was replaced by U+FFFD
     pieces: Iterator[str] | None = None
+    format: str = ""  # the file's format when its text was extracted (extract.FORMATS); "" for plain text
 
 
 class BinaryFile(Exception):
@@ -63,11 +69,19 @@ def decode(data: bytes) -> tuple[str, bool] | None:
 
 
 def read_documents(items: Iterable[Item], params: SourceParams, problems: dict,
-                   cwd: str = "") -> Iterator[tuple[Item, Document]]:
+                   cwd: str = "", cache: str | None = None) -> Iterator[tuple[Item, Document]]:
     """The documents of a partition, in order, each with its item; relative item paths are taken relative to cwd
     (default: the working directory). Unreadable, vanished and binary files, and bad JSONL lines, are counted in
-    problems (with messages) and skipped; JSONL errors raise InputError when params.strict."""
+    problems (with messages) and skipped; JSONL errors raise InputError when params.strict.
+
+    A file in another format than plain text (PDF, office, HTML, e-mail, compressed: text/extract.py, detected by
+    content) gives the documents its extractor finds, each counted in problems["format:FMT"]; one in a format
+    whose library is missing is counted in problems["missing:FMT"] (missing_extras_note says so once); a file
+    --formats leaves out, in problems["other_format"]. cache: a folder where extracted texts are kept by content
+    hash and extractor version, so that a file read again unchanged is not extracted again (when its extraction
+    took at least CACHE_SECONDS: a quicker one is redone rather than stored)."""
     base = cwd if not cwd or cwd.endswith("/") else cwd + "/"  # os.path.join(cwd, path) without a call per file
+    text_wanted = not params.formats or "text" in params.formats
     for item in items:
         path = base + item.path if base and item.path[:1] != "/" else item.path
         if item.kind == "jsonl":
@@ -75,15 +89,32 @@ def read_documents(items: Iterable[Item], params: SourceParams, problems: dict,
                 yield item, doc
             continue
         if item.size > STREAM_BYTES:
-            yield item, _streamed(item, path)
+            try:
+                with open(path, "rb") as f:
+                    fmt = document_format(f.read(HEAD), item.path)
+            except OSError as e:
+                _unreadable(problems, item, e)
+                continue
+            if fmt is not None:
+                for doc in _extracted(item, path, fmt, None, params, problems, cache):
+                    yield item, doc
+            elif text_wanted:
+                yield item, _streamed(item, path)
+            else:
+                _count(problems, "other_format")
             continue
         try:
             data = _read_file(path, item.size)
-        except FileNotFoundError:
-            _problem(problems, "vanished", f"{item.id}: vanished before it could be read")
-            continue
         except OSError as e:
-            _problem(problems, "unreadable", f"{item.id}: cannot read ({e.strerror})")
+            _unreadable(problems, item, e)
+            continue
+        fmt = document_format(data, item.path)
+        if fmt is not None:
+            for doc in _extracted(item, path, fmt, data, params, problems, cache):
+                yield item, doc
+            continue
+        if not text_wanted:
+            _count(problems, "other_format")
             continue
         decoded = decode(data)
         if decoded is None:
@@ -236,3 +267,221 @@ def _bad_line(problems: dict, params: SourceParams, message: str):
         raise InputError(message + " (remove --strict to skip such lines)")
     _problem(problems, "bad_lines", message)
     return iter(())
+
+
+# ------------------------------------------------------------------------------------ other formats (issue 20)
+
+HEAD = 4096  # what extract.detect needs of a file's start
+# What can start a file that is not plain text: markup or header lines (HTML, e-mail, mbox), magic numbers (PDF,
+# zip, gzip, xz, zstd, bzip2, OLE) and UTF-16/32 byte order marks; one match fails on plain text in ~0.5 us, so
+# that extract.detect (~10 us) runs only on files that may need it. (A PDF may have junk before its header.)
+_MAYBE_DOCUMENT = re.compile(
+    rb"(?:\xef\xbb\xbf)?[ \t\r\n]*(?:<|From |[!-9;-~]+:)|%PDF-|PK\x03\x04|\x1f\x8b|\xfd7zXZ\x00|\x28\xb5\x2f\xfd|BZh"
+    rb"|\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1|\xff\xfe|\xfe\xff|\x00\x00\xfe\xff")
+_HTML_NAMES = (".html", ".htm", ".xhtml", ".HTML", ".HTM", ".XHTML")
+_FIRST_BYTES = frozenset(b"<%PF\x1f\xfd(B\xd0\xff\xfe\x00\xef \t\r\n")  # the first bytes _MAYBE_DOCUMENT can match
+                                                                           # without a ":" (headers have one)
+EXTRACT_SECONDS = 60.0  # per file: an extractor still busy after this is abandoned and the file skipped
+EXTRACT_BYTES = 256 << 20  # per file: uncompressed bytes of all its layers and zip members (bombs are refused)
+# An extraction is cached when it took longer than this: writing a cache entry costs ~0.3-0.8 ms on a busy disk
+# (bench/RESULTS-formats.md) and reading one back ~0.1-0.3 ms, more than a small .gz, DOCX or page of HTML takes
+CACHE_SECONDS = 0.001
+
+
+def document_format(head: bytes, name: str) -> str | None:
+    """The format of a file whose text must be extracted (extract.FORMATS, "zip" or "ole"), from its first bytes
+    (HEAD of them or more) and its name; None for plain text and binary data, which are read as they always were."""
+    # memchr-fast tests first: a plain text usually starts with a letter, has no ":" in its first 80 bytes (a
+    # mail header has one there) and no "%" in its first 1024 (a PDF header after junk)
+    if (not head or (head[0] not in _FIRST_BYTES and head.find(b":", 0, 80) < 0 and head.find(b"%", 0, 1024) < 0
+                     and not name.endswith(_HTML_NAMES))):
+        return None
+    percent = head.find(b"%", 0, 1024)
+    if not (_MAYBE_DOCUMENT.match(head) or (percent > 0 and head.find(b"%PDF-", percent, 1024) >= 0)
+            or name.endswith(_HTML_NAMES)):
+        return None
+    from .extract import detect
+
+    fmt = detect(head[:HEAD], name)
+    return None if fmt in ("text", "binary") else fmt
+
+
+def _unreadable(problems: dict, item: Item, e: OSError) -> None:
+    if isinstance(e, FileNotFoundError):
+        _problem(problems, "vanished", f"{item.id}: vanished before it could be read")
+    else:
+        _problem(problems, "unreadable", f"{item.id}: cannot read ({e.strerror})")
+
+
+def _count(problems: dict, kind: str, n: int = 1) -> None:
+    problems[kind] = problems.get(kind, 0) + n
+
+
+def _extracted(item: Item, path: str, fmt: str, data: bytes | None, params: SourceParams, problems: dict,
+               cache: str | None) -> Iterator[Document]:
+    """The documents of a file in format fmt (data: its bytes, if read), from the cache or its extractor.
+
+    A file the extractor refuses (encrypted, corrupt, no text layer, a bomb, too slow) gives one warning naming
+    it and counts as unreadable (exit status 2); binary data or an unsupported container counts as binary, as a
+    plain-text reader would have it; a missing library is counted per format (missing_extras_note)."""
+    from . import extract as ex
+
+    if params.formats and fmt not in params.formats:
+        _count(problems, "other_format")
+        return
+    options = ex.ExtractOptions(html_main=params.html == "main", max_bytes=EXTRACT_BYTES)
+    try:
+        sha = _file_hash(path) if data is None else hashlib.blake2b(data, digest_size=16).hexdigest()
+        stored = _cache_path(cache, sha, ex.version(fmt, options)) if cache else None
+        found = _cached(stored) if stored is not None else None
+        if found is None:
+            notes: list[str] = []
+            began = time.perf_counter()
+            try:
+                found = {"docs": _time_limited(lambda: list(ex.extract(path, fmt, options, notes.append, data)),
+                                               EXTRACT_SECONDS), "notes": notes}
+            except ex.ExtractError as exc:
+                if isinstance(exc, ex.MissingExtra):
+                    _count(problems, f"missing:{exc.format}")
+                    return
+                found = {"error": [type(exc).__name__, exc.reason]}
+            except _TimeLimit:
+                _problem(problems, "unreadable", f"{item.id}: still extracting after {EXTRACT_SECONDS:g} s: "
+                                                 f"skipped (a hung or very slow {ex.LABELS.get(fmt, fmt)} file)")
+                return
+            if stored is not None and time.perf_counter() - began >= CACHE_SECONDS:
+                _store(stored, found)
+    except OSError as e:
+        _unreadable(problems, item, e)
+        return
+    if "error" in found:
+        kind, reason = found["error"]
+        if kind == "Unsupported":
+            count_binary(problems, item.id)
+        else:
+            _problem(problems, "unreadable", f"{item.id}: {reason}")
+        return
+    for note in found["notes"]:  # about parts of the file (malformed mbox messages); the rest is read
+        _problem(problems, "unreadable", note.replace(path, item.id, 1))
+    docs = found["docs"]
+    _count(problems, f"format:{fmt}", len(docs))
+    for suffix, text in docs:
+        if suffix:  # one of several documents of the file (an mbox message): its own hash and size
+            raw = text.encode("utf-8", "surrogatepass")
+            yield Document(item.id + suffix, text, len(raw), item.mtime_ns,
+                           hashlib.blake2b(raw, digest_size=16).hexdigest(), False, format=fmt)
+        else:  # the file's size and hash, as an index and an action script check them
+            yield Document(item.id, text, item.size, item.mtime_ns, sha, False, format=fmt)
+
+
+def missing_extras_note(counts: dict) -> str | None:
+    """One line about the files skipped for want of the formats extra (counts: problems or stage stats with
+    "missing:FMT" keys), or None."""
+    from .extract import LABELS, PIP
+
+    missing = {k.split(":", 1)[1]: n for k, n in counts.items() if k.startswith("missing:") and n}
+    if not missing:
+        return None
+    total = sum(missing.values())
+    formats = ", ".join(f"{LABELS.get(fmt, fmt)} ({n})" for fmt, n in sorted(missing.items()))
+    return (f"{total} file{'s' if total != 1 else ''} skipped: reading {formats} needs the formats extra; "
+            f"install it with: {PIP}")
+
+
+def _file_hash(path: str) -> str:
+    digest = hashlib.blake2b(digest_size=16)
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(BLOCK_BYTES), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _cache_path(cache: str, sha: str, version: str) -> str:
+    """Where the text extracted from content sha by extractor version is kept: one JSON file per key."""
+    key = hashlib.blake2b(f"{sha}\0{version}".encode(), digest_size=16).hexdigest()
+    return os.path.join(cache, key[:2], key + ".json")
+
+
+def _cached(path: str) -> dict | None:
+    try:
+        with open(path, encoding="utf-8", errors="surrogatepass") as f:
+            found = json.load(f)
+    except (OSError, ValueError):  # not there, or torn by a crash: extract again
+        return None
+    return found if isinstance(found, dict) and ("docs" in found or "error" in found) else None
+
+
+def _store(path: str, found: dict) -> None:
+    """Write atomically (a temporary name, then rename): workers may store the same key at once, and a crash
+    leaves no torn entry. A cache that cannot be written is no error: the text is extracted again next time."""
+    with contextlib.suppress(OSError):
+        temp = f"{path}.{os.getpid()}.tmp"
+        try:
+            f = open(temp, "w", encoding="utf-8", errors="surrogatepass")
+        except FileNotFoundError:  # the folder's first entry (a mkdir for every entry cost ~0.3 ms on a busy disk)
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            f = open(temp, "w", encoding="utf-8", errors="surrogatepass")
+        with f:
+            json.dump(found, f, ensure_ascii=False)
+        os.replace(temp, path)
+
+
+class _TimeLimit(Exception):
+    pass
+
+
+class _Helper:
+    """One daemon thread per process that runs extractions, so that the caller can stop waiting for one that
+    hangs, even inside a C library (PDFium, lxml release the interpreter lock): the thread is then abandoned (a
+    new one serves the next file) and, being a daemon, never keeps the process alive."""
+
+    current: _Helper | None = None
+
+    def __init__(self):
+        self.jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self.pid = os.getpid()
+        threading.Thread(target=self.loop, daemon=True, name="nearDup-extract").start()
+
+    def loop(self) -> None:
+        while True:
+            fn, box, done = self.jobs.get()
+            try:
+                box.append((True, fn()))
+            except BaseException as exc:  # handed to the caller, which raises it
+                box.append((False, exc))
+            done.set()
+
+
+def _time_limited(fn, seconds: float):
+    """fn() run by the extraction thread; raises _TimeLimit after seconds (and abandons that thread)."""
+    helper = _Helper.current
+    if helper is None or helper.pid != os.getpid():  # none yet, or inherited across fork (threads are not)
+        helper = _Helper.current = _Helper()
+    box: list = []
+    done = threading.Event()
+    helper.jobs.put((fn, box, done))
+    if not done.wait(seconds):
+        _Helper.current = None
+        raise _TimeLimit
+    ok, value = box[0]
+    if not ok:
+        raise value
+    return value
+
+
+def format_counts(counts: dict) -> dict[str, int]:
+    """Documents per format other than plain text, from problems or stage stats ("format:FMT" keys)."""
+    return {k.split(":", 1)[1]: n for k, n in sorted(counts.items()) if k.startswith("format:") and n}
+
+
+def format_notes(counts: dict) -> list[str]:
+    """What a run says of its documents in other formats, for the shingle stage's summary line."""
+    from .extract import LABELS
+
+    notes = []
+    if found := format_counts(counts):
+        notes.append("extracted: " + ", ".join(f"{n} {LABELS.get(fmt, fmt)}" for fmt, n in found.items()))
+    if counts.get("other_format"):
+        n = counts["other_format"]
+        notes.append(f"{n} file{'s' if n != 1 else ''} of other formats skipped (--formats)")
+    return notes

@@ -1,0 +1,360 @@
+"""Document formats end to end (issue 20): a run, compare, query, the index and `neardup extract` read PDF, DOCX,
+ODT, HTML, EPUB, e-mail, mbox and compressed files as text; every bad file is one warning and exit 2; a base
+install says once which formats it skipped; extracted texts are cached by content hash and extractor version.
+
+Fixtures are made at test time: by LibreOffice (soffice --headless --convert-to) and pandoc when installed, as
+users' files are made, else by the hand-made writers of tests/test_extract.py; once per session.
+"""
+from __future__ import annotations
+
+import bz2
+import email.message
+import gzip
+import importlib.util
+import itertools
+import os
+import shutil
+import subprocess
+import sys
+import time
+import zipfile
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from test_extract import (
+    HAS_LXML,
+    HAS_PDFIUM,
+    HAS_TRAFILATURA,
+    W_NS,
+    esc,
+    make_docx,
+    make_epub,
+    make_odt,
+    make_pdf,
+    paragraphs,
+)
+
+from nearDup.cli import cli
+from nearDup.cli import extract as cli_extract
+from nearDup.config import ShingleParams
+from nearDup.pipeline import compare
+from nearDup.text import extract as ex
+from nearDup.text import read
+
+from conftest import REPO
+
+needs_extra = pytest.mark.skipif(not (HAS_PDFIUM and HAS_LXML),
+                                 reason="the formats extra is not installed (pip install 'nearDup[formats]')")
+TEXTS = 3  # distinct texts, each saved in every format
+
+
+def invoke(*args, input=None):
+    return CliRunner().invoke(cli, [str(a) for a in args], input=input)
+
+
+def pairs_of(tsv: str) -> set[tuple[str, str]]:
+    return {tuple(sorted(line.split("\t")[1:3])) for line in tsv.splitlines() if line}  # type: ignore[misc]
+
+
+def _soffice(src: list[Path], fmt: str, out: Path, profile: Path) -> bool:
+    """Convert with LibreOffice, as a user's office suite saves a file; False if it is not installed or fails."""
+    if not shutil.which("soffice"):
+        return False
+    done = subprocess.run(["soffice", f"-env:UserInstallation=file://{profile}", "--headless", "--convert-to", fmt,
+                           "--outdir", str(out), *map(str, src)], capture_output=True, timeout=180)
+    return done.returncode == 0 and all((out / f"{p.stem}.{fmt}").exists() for p in src)
+
+
+@pytest.fixture(scope="session")
+def formats_corpus(tmp_path_factory) -> tuple[Path, dict[str, str], list[str]]:
+    """TEXTS texts, each as .txt and in every format: (folder, {file name: its text}, how each was made)."""
+    root = tmp_path_factory.mktemp("formats")
+    src, folder = root / "src", root / "docs"
+    src.mkdir()
+    folder.mkdir()
+    texts, made = {}, []
+    sources = []
+    for t in range(TEXTS):
+        paras = paragraphs(100 + t, 6)
+        text = "\n\n".join(paras)
+        texts[f"t{t}"] = text
+        (src / f"t{t}.txt").write_text(text + "\n", encoding="utf-8")
+        shutil.copy(src / f"t{t}.txt", folder / f"t{t}.txt")
+        (folder / f"t{t}.txt.gz").write_bytes(gzip.compress(text.encode()))
+        (folder / f"t{t}.html.bz2").write_bytes(bz2.compress(
+            ("<html><body>" + "".join(f"<p>{esc(p)}</p>" for p in paras) + "</body></html>").encode()))
+        msg = email.message.EmailMessage()
+        msg["From"], msg["To"], msg["Subject"] = "a@example.org", "b@example.org", "report"
+        msg.set_content(text)
+        (folder / f"t{t}.eml").write_bytes(bytes(msg))
+        sources.append(src / f"t{t}.txt")
+    for fmt in ("pdf", "docx", "odt"):
+        if _soffice(sources, fmt, folder, root / "profile"):
+            made.append(f"{fmt}: soffice")
+            continue
+        made.append(f"{fmt}: hand-made")
+        for t in range(TEXTS):
+            paras = texts[f"t{t}"].split("\n\n")
+            if fmt == "pdf":
+                (folder / f"t{t}.pdf").write_bytes(make_pdf(paras))
+            else:
+                (make_docx if fmt == "docx" else make_odt)(folder / f"t{t}.{fmt}", paras)
+    for fmt in ("epub", "html"):
+        if shutil.which("pandoc"):
+            for t in range(TEXTS):
+                subprocess.run(["pandoc", "-f", "markdown", "-s", "--metadata", "title=t", str(sources[t]), "-o",
+                                str(folder / f"t{t}.{fmt}")], check=True, capture_output=True, timeout=60)
+            made.append(f"{fmt}: pandoc")
+        else:
+            made.append(f"{fmt}: hand-made")
+            for t in range(TEXTS):
+                paras = texts[f"t{t}"].split("\n\n")
+                if fmt == "epub":
+                    make_epub(folder / f"t{t}.epub", paras)
+                else:
+                    (folder / f"t{t}.html").write_text("<html><body>" + "".join(f"<p>{esc(p)}</p>" for p in paras)
+                                                       + "</body></html>", encoding="utf-8")
+    return folder, texts, made
+
+
+SUFFIXES = (".txt", ".txt.gz", ".html.bz2", ".eml", ".pdf", ".docx", ".odt", ".epub", ".html")
+
+
+@needs_extra
+def test_same_text_in_every_format_reads_as_the_plain_text(formats_corpus):
+    """Exact Jaccard (compare, the sets a run stores) of each format against the .txt it was made from >= 0.95,
+    and a run pairs exactly the files of the same text: 3 x C(9, 2) = 108 pairs, none across texts."""
+    folder, _, made = formats_corpus
+    for t in range(TEXTS):
+        for suffix in SUFFIXES[1:]:
+            result = compare.run(str(folder / f"t{t}.txt"), str(folder / f"t{t}{suffix}"), ShingleParams())
+            assert result["jaccard"] >= 0.95, (suffix, result["jaccard"], made)
+    r = invoke("run", folder, "-w", folder.parent / "w", "--jobs", "1", "-t", "0.9", "--format", "tsv")
+    assert r.exit_code == 0, r.output
+    expected = {tuple(sorted((str(folder / f"t{t}{a}"), str(folder / f"t{t}{b}"))))
+                for t in range(TEXTS) for a, b in itertools.combinations(SUFFIXES, 2)}
+    assert pairs_of(r.stdout) == expected
+    shown = invoke("inspect", "-w", folder.parent / "w")
+    assert (f"  formats: bzip2 {TEXTS}, DOCX {TEXTS}, e-mail {TEXTS}, EPUB {TEXTS}, gzip {TEXTS}, HTML {TEXTS}, "
+            f"ODT {TEXTS}, PDF {TEXTS}, text {TEXTS}") in shown.stdout
+
+
+@needs_extra
+def test_formats_option_reads_only_the_formats_given(formats_corpus, tmp_path):
+    folder, _, _ = formats_corpus
+    r = invoke("run", folder, "-w", tmp_path / "w", "--jobs", "1", "-t", "0.9", "--format", "tsv",
+               "--formats", "pdf,docx")
+    assert r.exit_code == 0, r.output
+    assert pairs_of(r.stdout) == {(str(folder / f"t{t}.docx"), str(folder / f"t{t}.pdf")) for t in range(TEXTS)}
+    assert f"{len(SUFFIXES) * TEXTS - 2 * TEXTS} files of other formats skipped (--formats)" in r.stderr
+    assert "unknown format doc" in invoke("run", folder, "--formats", "pdf,doc").output
+    assert cli_extract._CHOICES == ex.FORMATS  # written out there, to keep the start of the CLI fast
+
+
+def _page(article: list[str], template: int) -> str:
+    """An article inside a site template: navigation, header, sidebar and footer, each longer than the article
+    would make two articles under one template look alike to a reader of all visible text."""
+    rng = paragraphs(900 + template, 4)
+    nav = "".join(f'<li><a href="/s{i}">{w}</a></li>' for i, w in enumerate(rng[0].split()))
+    return (f"<html><head><title>site {template}</title><script>var x = 'tracking code';</script></head><body>"
+            f"<header><h1>Site {template}</h1><p>{rng[1]}</p></header><nav><ul>{nav}</ul></nav>"
+            f"<main><article><h2>Article</h2>{''.join(f'<p>{p}</p>' for p in article)}</article></main>"
+            f"<aside><p>{rng[2]}</p></aside><footer><p>{rng[3]}</p></footer></body></html>")
+
+
+@pytest.mark.skipif(not HAS_TRAFILATURA, reason="--html main: the formats extra is not installed")
+def test_html_main_pairs_an_article_across_templates_not_two_articles_in_one(tmp_path):
+    a, b = paragraphs(31, 4), paragraphs(32, 4)
+    (tmp_path / "docs").mkdir()
+    for name, article, template in (("a1.html", a, 1), ("a2.html", a, 2), ("b1.html", b, 1)):
+        (tmp_path / "docs" / name).write_text(_page(article, template), encoding="utf-8")
+    r = invoke("run", tmp_path / "docs", "-w", tmp_path / "w", "--jobs", "1", "--html", "main", "-t", "0.8",
+               "--format", "tsv")
+    assert r.exit_code == 0, r.output
+    docs = tmp_path / "docs"
+    assert pairs_of(r.stdout) == {(str(docs / "a1.html"), str(docs / "a2.html"))}
+    # what --html main is for: read with all their visible text, two articles under one template share a lot
+    visible = compare.run(str(docs / "a1.html"), str(docs / "b1.html"), ShingleParams())
+    assert visible["jaccard"] > 0.3
+
+
+def _encrypted_pdf(plain: Path, out: Path) -> bool:
+    if shutil.which("qpdf"):
+        subprocess.run(["qpdf", "--encrypt", "u", "o", "256", "--", str(plain), str(out)], check=True)
+        return True
+    if importlib.util.find_spec("pypdf"):
+        from pypdf import PdfWriter
+        writer = PdfWriter(clone_from=str(plain))
+        writer.encrypt("u")
+        writer.write(str(out))
+        return True
+    return False
+
+
+@needs_extra
+def test_every_bad_input_is_one_warning_and_the_run_goes_on(tmp_path, monkeypatch):
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    good = paragraphs(41, 5)
+    (docs / "good.txt").write_text("\n".join(good), encoding="utf-8")
+    make_docx(docs / "good.docx", good)
+    (docs / "plain.pdf").write_bytes(make_pdf(paragraphs(42, 2, True)))
+    bad = {"scanned.pdf": "no text layer (scanned?): skipped",
+           "truncated.docx": "corrupt or truncated DOCX",
+           "zipcrypto.docx": "encrypted zip members: skipped",
+           "bomb.docx": "expands past 1 MiB: refused",
+           "bomb.txt.gz": "expands past 1 MiB: refused",
+           "hang.pdf": "still extracting after 0.5 s: skipped",
+           "box.mbox": "1 of 3 messages malformed, skipped"}
+    (docs / "scanned.pdf").write_bytes(make_pdf(["", ""]))
+    whole = (docs / "good.docx").read_bytes()
+    (docs / "truncated.docx").write_bytes(whole[:len(whole) // 2])
+    data = bytearray(whole)
+    at = data.find(b"PK\x01\x02")
+    while at >= 0:  # the "encrypted" bit of every central directory entry
+        data[at + 8] |= 1
+        at = data.find(b"PK\x01\x02", at + 4)
+    (docs / "zipcrypto.docx").write_bytes(bytes(data))
+    with zipfile.ZipFile(docs / "bomb.docx", "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("[Content_Types].xml", "<Types/>")
+        z.writestr("word/document.xml", f'<w:document xmlns:w="{W_NS}"><w:body><w:p><w:r><w:t>' + "a" * (4 << 20))
+    (docs / "bomb.txt.gz").write_bytes(gzip.compress(bytes(4 << 20)))
+    (docs / "hang.pdf").write_bytes(make_pdf(["never read"]))
+    (docs / "box.mbox").write_bytes(b"From a@b Mon Jan  1 00:00:00 2024\nFrom: a@b\nTo: c@d\nSubject: one\n\n"
+                                    b"first message body\n\nFrom x Mon Jan  1 00:00:00 2024\n\nno header at all\n\n"
+                                    b"From a@b Mon Jan  1 00:00:00 2024\nFrom: a@b\nSubject: three\n\nthird body\n")
+    (docs / "lying.html").write_bytes('<html><head><meta charset="iso-8859-1"></head><body><p>café Straße '
+                                      'naïve</p></body></html>'.encode())  # UTF-8 that says latin-1: read right
+    if _encrypted_pdf(docs / "plain.pdf", docs / "secret.pdf"):
+        bad["secret.pdf"] = "encrypted PDF: skipped"
+    monkeypatch.setattr(read, "EXTRACT_BYTES", 1 << 20)
+    monkeypatch.setattr(read, "EXTRACT_SECONDS", 0.5)
+    real = ex.extract
+
+    def hanging(path, *args, **kwargs):
+        if path.endswith("hang.pdf"):
+            time.sleep(5)  # in the abandoned extraction thread: the run has gone on
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(ex, "extract", hanging)
+    r = invoke("run", docs, "-w", tmp_path / "w", "--jobs", "1", "--format", "tsv", "--min-shingles", "1")
+    assert r.exit_code == 2, r.output
+    assert pairs_of(r.stdout) == {(str(docs / "good.docx"), str(docs / "good.txt"))}
+    warnings = [line for line in r.stderr.splitlines() if line.startswith("warning:")]
+    for name, reason in bad.items():
+        mine = [line for line in warnings if f"{docs / name}" in line]
+        assert len(mine) == 1 and reason in mine[0], (name, mine)
+    assert len(warnings) == len(bad), warnings
+    shown = invoke("extract", docs / "lying.html", docs / "box.mbox")
+    assert shown.stdout.split("\n") == [f"==> {docs / 'box.mbox'}#1 <==", "one", "first message body", "",
+                                        f"==> {docs / 'box.mbox'}#3 <==", "three", "third body", "",
+                                        f"==> {docs / 'lying.html'} <==", "café Straße naïve", ""]
+    assert shown.exit_code == 2 and "1 of 3 messages malformed" in shown.stderr
+
+
+MISSING = """
+import sys
+for name in ("pypdfium2", "lxml", "lxml.html", "lxml.etree", "trafilatura", "zstandard", "charset_normalizer"):
+    sys.modules[name] = None  # an import of it fails, as on a base install
+sys.path.insert(0, {repo!r})
+from nearDup.cli import main
+sys.argv = ["neardup", *sys.argv[1:]]
+main()
+"""
+
+
+def test_base_install_reads_text_and_says_once_which_formats_it_skipped(tmp_path):
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    text = paragraphs(51, 4)
+    for name in ("a.txt", "b.txt"):
+        (docs / name).write_text("\n".join(text), encoding="utf-8")
+    make_docx(docs / "c.docx", text)  # DOCX, ODT, e-mail and gzip need only the standard library
+    for i in range(3):
+        (docs / f"p{i}.pdf").write_bytes(make_pdf(paragraphs(52 + i, 2, True)))
+    (docs / "d.html").write_text("<html><body><p>" + " ".join(text) + "</p></body></html>", encoding="utf-8")
+    done = subprocess.run([sys.executable, "-c", MISSING.format(repo=str(REPO)), "run", str(docs), "-w",
+                           str(tmp_path / "w"), "--jobs", "2", "--partition-docs", "2", "--format", "tsv"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert pairs_of(done.stdout) == {tuple(sorted((str(docs / a), str(docs / b))))
+                                     for a, b in (("a.txt", "b.txt"), ("a.txt", "c.docx"), ("b.txt", "c.docx"))}
+    notes = [line for line in done.stderr.splitlines() if "formats extra" in line]
+    assert notes == ["warning: 4 files skipped: reading HTML (1), PDF (3) needs the formats extra; install it "
+                     "with: pip install 'nearDup[formats]'"], done.stderr
+    compared = subprocess.run([sys.executable, "-c", MISSING.format(repo=str(REPO)), "compare", str(docs / "p0.pdf"),
+                               str(docs / "a.txt")], capture_output=True, text=True, timeout=60)
+    assert compared.returncode == 2 and compared.stderr == (
+        f"neardup: error: {docs / 'p0.pdf'}: 1 file skipped: reading PDF (1) needs the formats extra; install it "
+        "with: pip install 'nearDup[formats]'\n")
+
+
+@needs_extra
+def test_extracted_text_is_cached_by_content_and_extractor_version(formats_corpus, tmp_path, monkeypatch):
+    folder, _, _ = formats_corpus
+    docs = tmp_path / "docs"
+    shutil.copytree(folder, docs)
+    calls: list[str] = []
+    real = ex.extract
+
+    def counted(path, *args, **kwargs):
+        calls.append(os.path.basename(path))
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(ex, "extract", counted)
+    monkeypatch.setattr(read, "CACHE_SECONDS", 0)  # every extraction cached, however quick
+    extracted = len(SUFFIXES[1:]) * TEXTS
+    w = tmp_path / "w"
+    assert invoke("-w", w, "run", docs, "--jobs", "1", "--partition-docs", "4").exit_code == 0
+    assert len(calls) == extracted
+    calls.clear()  # other shingle parameters: every document is read again, none extracted again
+    assert invoke("-w", w, "run", docs, "--jobs", "1", "--partition-docs", "4", "-k", "4").exit_code == 0
+    assert calls == []
+    # an interrupted shingle stage resumes: its unfinished partitions are read again, from the cache
+    assert invoke("-w", w, "shingle", docs, "--partition-docs", "4", "-k", "3", "--jobs", "1").exit_code == 0
+    for marker in sorted((w / "shingle").glob("part-*.done.json"))[-3:]:
+        marker.unlink()
+    assert invoke("-w", w, "shingle", docs, "--partition-docs", "4", "-k", "3", "--jobs", "1").exit_code == 0
+    assert calls == []
+    # --html main changes what HTML gives: HTML files, and compressed ones (whose inner format may be HTML), only
+    assert invoke("-w", w, "run", docs, "--jobs", "1", "--html", "main").exit_code == 0
+    assert sorted(calls) == sorted(f"t{t}{s}" for t in range(TEXTS) for s in (".html", ".txt.gz", ".html.bz2"))
+    calls.clear()  # an index: unchanged files are not opened; touched ones are recognised by their content hash
+    idx = tmp_path / "idx"
+    assert invoke("run", docs, "--index", idx, "--jobs", "1").exit_code == 0
+    calls.clear()
+    for path in docs.iterdir():
+        os.utime(path, (time.time() + 5, time.time() + 5))
+    again = invoke("run", docs, "--index", idx, "--jobs", "1", "--new-only", "--format", "tsv")
+    assert again.exit_code == 0 and again.stdout == "" and calls == []
+
+
+@needs_extra
+def test_mbox_messages_compare_query_and_the_index(formats_corpus, tmp_path):
+    folder, texts, _ = formats_corpus
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    shutil.copy(folder / "t0.pdf", docs / "t0.pdf")
+    box = b""
+    for i, body in enumerate(["a note about lunch", texts["t1"], "another short note"]):
+        msg = email.message.EmailMessage()
+        msg["From"], msg["Subject"] = "a@example.org", f"m{i}"
+        msg.set_content(body)
+        box += b"From a@example.org Mon Jan  1 00:00:00 2024\n" + bytes(msg).replace(b"\nFrom ", b"\n>From ") + b"\n"
+    (docs / "mail.mbox").write_bytes(box)
+    shutil.copy(folder / "t1.odt", docs / "t1.odt")
+    idx = tmp_path / "idx"
+    r = invoke("run", docs, "--index", idx, "--jobs", "1", "-t", "0.9", "--format", "tsv", "--min-shingles", "1")
+    assert r.exit_code == 0, r.output
+    assert pairs_of(r.stdout) == {(f"{docs / 'mail.mbox'}#2", str(docs / "t1.odt"))}
+    again = invoke("run", docs, "--index", idx, "--jobs", "1", "-t", "0.9", "--new-only", "--format", "tsv")
+    assert again.exit_code == 0 and again.stdout == "" and "added" not in again.stderr, again.output  # kept
+    found = invoke("query", folder / "t0.docx", folder / "t1.epub", "--index", idx, "-t", "0.9", "--format", "tsv")
+    assert found.exit_code == 0, found.output
+    assert pairs_of(found.stdout) == {tuple(sorted((str(folder / "t0.docx"), str(docs / "t0.pdf")))),
+                                      tuple(sorted((str(folder / "t1.epub"), f"{docs / 'mail.mbox'}#2"))),
+                                      tuple(sorted((str(folder / "t1.epub"), str(docs / "t1.odt"))))}
+    same = invoke("compare", folder / "t2.pdf", folder / "t2.docx", "-t", "0.95")
+    assert same.exit_code == 0 and same.stdout.startswith("jaccard\t")
+    assert invoke("compare", folder / "t2.pdf", folder / "t1.docx").exit_code == 1
