@@ -10,7 +10,7 @@ import hashlib
 import json
 import os
 
-FORMAT = 4  # work-dir data format; bump when stored bytes change meaning (hash functions, layouts)
+FORMAT = 5  # work-dir data format; bump when stored bytes change meaning (hash functions, layouts)
 UNITS = ("word", "char")
 METHODS = ("oph", "permutation")
 DEFAULT_THRESHOLD = 0.8

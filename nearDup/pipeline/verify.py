@@ -13,6 +13,7 @@ from ..config import (
 from ..kernels import lsh, sets
 from ..report.printer import plural
 from ..store.workdir import WorkDir
+from .copies import ClassPairs, among, expanded_pairs, uncovered
 from .driver import PartitionArrays, Runner, _absolute, _begin, _files, _up_to_date, part_starts, require
 from .results import recall_warning
 from .shingle import load_catalog
@@ -86,7 +87,11 @@ def run(runner: Runner, params: VerifyParams) -> dict:
     shingle_record = require(work, "shingle")
     basis = {"threshold": params.threshold, "shards": shingle_record["partitions"],
              "signature": work.read_manifest()["stages"]["signature"]["params"]}
-    pairs = work.load_array(work.current("candidates", "pairs.npy"), "candidates")
+    label = work.load_array(work.current("candidates", "classes.npy"), "candidates")
+    class_pairs = work.load_array(work.current("candidates", "pairs.npy"), "candidates")
+    pairs, is_class = _entries(class_pairs, work.load_array(work.current("candidates", "stars.npy"), "candidates"),
+                               label)
+    candidates = int(ClassPairs(pairs, is_class, label).count().sum())
     previous = _reusable(work, basis)
     if previous is not None:
         checked, accepted, scores, sizes = previous
@@ -121,43 +126,50 @@ def run(runner: Runner, params: VerifyParams) -> dict:
     order = np.argsort(lsh.pair_codes(accepted), kind="stable")
     accepted, scores, sizes = accepted[order], scores[order], sizes[order]
     del order
-    ids = load_catalog(work, shingle_record).ids_of(sets.sorted_unique(accepted.ravel()).tolist())
+    entries = ClassPairs(accepted, among(accepted, class_pairs), label)
+    found = int(entries.count().sum())
+    ids = load_catalog(work, shingle_record).ids_of(sets.sorted_unique(entries.members).tolist())
     work.save_array(work.output("verify", "checked.npy", key), pairs)
     work.save_array(work.output("verify", "pairs.npy", key), accepted)
     work.save_array(work.output("verify", "scores.npy", key), scores)
     work.save_array(work.output("verify", "sizes.npy", key), sizes)
-    work.save_jsonl(work.output("verify", "pairs.jsonl", key), _pair_records(ids, accepted, scores, sizes))
+    work.save_jsonl(work.output("verify", "pairs.jsonl", key), _pair_records(ids, entries, scores, sizes))
     todo_path.unlink()
     record = {"key": key, "params": asdict(params), "upstream": upstream["key"], "basis": basis,
               "files": _files(work, "verify", key, "checked.npy", "pairs.npy", "scores.npy", "sizes.npy",
                              "pairs.jsonl"),
-              "stats": {"candidates": len(pairs), "checked": n, "pairs": len(accepted),
-                        "rejected": len(pairs) - len(accepted)}}
+              "stats": {"candidates": candidates, "checked": n, "pairs": found, "rejected": candidates - found}}
     work.record_stage("verify", record)
     reused = f" ({len(pairs) - n} known from the last run)" if len(pairs) > n else ""
-    runner.log(f"verify: {len(accepted)} of {plural(len(pairs), 'candidate pair has', 'candidate pairs have')} "
+    runner.log(f"verify: {found} of {plural(candidates, 'candidate pair has', 'candidate pairs have')} "
                f"exact Jaccard >= {params.threshold}{reused}")
     if warning is not None:
         runner.log(f"warning: {warning}")
     return record
 
 
-def _pair_records(ids: dict[int, str], accepted: np.ndarray, scores: np.ndarray, sizes: np.ndarray):
+def _entries(class_pairs: np.ndarray, stars: np.ndarray, label: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """What verification checks: the class pairs (pipeline.copies) and the star pairs that no class pair stands
+    for, one array sorted by pair code, and which are class pairs. (A class's label is one of its documents, so a
+    class pair is checked as the pair of its labels; (A, A) has Jaccard 1.)"""
+    stars = stars[uncovered(stars, class_pairs, label)]
+    pairs = np.concatenate([class_pairs, stars])
+    is_class = np.r_[np.ones(len(class_pairs), bool), np.zeros(len(stars), bool)]
+    order = np.argsort(lsh.pair_codes(pairs), kind="stable")
+    return pairs[order], is_class[order]
+
+
+def _pair_records(ids: dict[int, str], entries: ClassPairs, scores: np.ndarray, sizes: np.ndarray):
     """The verified pairs with ids, scores and set sizes (|A ∩ B|, |A ∪ B|), best first, then by id: an order
-    that does not depend on how the documents were numbered. A generator: the order is found on numbers (each id's
-    rank among the ids) and records are made as they are written, for thousands of copies of one text verify
-    millions of pairs, whose records as Python dicts took gigabytes."""
+    that does not depend on how the documents were numbered. A generator: the pairs of classes of copies are made
+    (pipeline.copies.expanded_pairs) on each id's rank among the ids, a bounded number at a time, and records as
+    they are written, for thousands of copies of one text stand for millions of pairs."""
     numbers = np.array(sorted(ids), dtype=np.int64)
     names = sorted(ids.values())
-    rank = np.empty(len(numbers), np.int64)
-    rank[sorted(range(len(numbers)), key=lambda i: ids[int(numbers[i])])] = np.arange(len(numbers))
-    ra, rb = (rank[np.searchsorted(numbers, accepted[:, i])] for i in (0, 1))
-    lo, hi = np.minimum(ra, rb), np.maximum(ra, rb)
-    del ra, rb
-    order = np.lexsort((hi, lo, -scores[:, 0])) if len(accepted) else np.empty(0, np.int64)
-    for start in range(0, len(order), VERIFY_CHUNK):
-        at = order[start:start + VERIFY_CHUNK]
-        for a, b, (similarity, estimate), (inter, union) in zip(lo[at].tolist(), hi[at].tolist(),
-                                                                scores[at].tolist(), sizes[at].tolist()):
+    rank = np.full(int(numbers[-1]) + 1 if len(numbers) else 0, -1, np.int64)
+    rank[numbers[sorted(range(len(numbers)), key=lambda i: ids[int(numbers[i])])]] = np.arange(len(numbers))
+    for lo, hi, at in expanded_pairs(entries, rank, scores[:, 0]):
+        for a, b, (similarity, estimate), (inter, union) in zip(lo.tolist(), hi.tolist(), scores[at].tolist(),
+                                                                sizes[at].tolist()):
             yield {"a": names[a], "b": names[b], "jaccard": similarity, "estimate": estimate, "intersection": inter,
                    "union": union}
