@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 from dataclasses import asdict
 from pathlib import Path
 
@@ -12,13 +13,14 @@ from ..config import (
 )
 from ..kernels import lsh, sets
 from ..report.printer import plural
-from ..store.workdir import WorkDir
+from ..store.workdir import WorkDir, atomic_file
 from .copies import ClassPairs, among, expanded_pairs, uncovered
 from .driver import PartitionArrays, Runner, _absolute, _begin, _files, _up_to_date, part_starts, require
 from .results import recall_warning
 from .shingle import load_catalog
 from .similarity import set_overlap
 
+_JSON = json.JSONEncoder(ensure_ascii=False, sort_keys=True)  # as WorkDir.save_jsonl writes records
 VERIFY_CHUNK = 20_000  # candidate pairs per verification task, at most
 VERIFY_TASKS = 8  # and at least this many tasks when there are VERIFY_TASKS * MIN_VERIFY_CHUNK pairs or more
 MIN_VERIFY_CHUNK = 1_000
@@ -133,7 +135,9 @@ def run(runner: Runner, params: VerifyParams) -> dict:
     work.save_array(work.output("verify", "pairs.npy", key), accepted)
     work.save_array(work.output("verify", "scores.npy", key), scores)
     work.save_array(work.output("verify", "sizes.npy", key), sizes)
-    work.save_jsonl(work.output("verify", "pairs.jsonl", key), _pair_records(ids, entries, scores, sizes))
+    with atomic_file(work.output("verify", "pairs.jsonl", key), "w") as f:
+        for lines in _pair_lines(ids, entries, scores, sizes):
+            f.writelines(lines)
     todo_path.unlink()
     record = {"key": key, "params": asdict(params), "upstream": upstream["key"], "basis": basis,
               "files": _files(work, "verify", key, "checked.npy", "pairs.npy", "scores.npy", "sizes.npy",
@@ -159,17 +163,19 @@ def _entries(class_pairs: np.ndarray, stars: np.ndarray, label: np.ndarray) -> t
     return pairs[order], is_class[order]
 
 
-def _pair_records(ids: dict[int, str], entries: ClassPairs, scores: np.ndarray, sizes: np.ndarray):
-    """The verified pairs with ids, scores and set sizes (|A ∩ B|, |A ∪ B|), best first, then by id: an order
-    that does not depend on how the documents were numbered. A generator: the pairs of classes of copies are made
-    (pipeline.copies.expanded_pairs) on each id's rank among the ids, a bounded number at a time, and records as
-    they are written, for thousands of copies of one text stand for millions of pairs."""
+def _pair_lines(ids: dict[int, str], entries: ClassPairs, scores: np.ndarray, sizes: np.ndarray):
+    """The verified pairs as the JSON lines of pairs.jsonl, with ids, scores and set sizes (|A ∩ B|, |A ∪ B|),
+    best first, then by id: an order that does not depend on how the documents were numbered. Lists of lines, a
+    bounded number at a time: the pairs of classes of copies are made (pipeline.copies.expanded_pairs) on each
+    id's rank among the ids, for thousands of copies of one text stand for millions of pairs. Each id and each
+    entry's scores are encoded once, as json.dumps(record, ensure_ascii=False, sort_keys=True) would (floats by
+    repr): 4.5 million records through json took 50 s."""
     numbers = np.array(sorted(ids), dtype=np.int64)
-    names = sorted(ids.values())
+    quoted = [_JSON.encode(name) for name in sorted(ids.values())]
     rank = np.full(int(numbers[-1]) + 1 if len(numbers) else 0, -1, np.int64)
     rank[numbers[sorted(range(len(numbers)), key=lambda i: ids[int(numbers[i])])]] = np.arange(len(numbers))
+    tails = [f', "estimate": {estimate!r}, "intersection": {inter}, "jaccard": {similarity!r}, "union": {union}}}\n'
+             for (similarity, estimate), (inter, union) in zip(scores.tolist(), sizes.tolist())]
     for lo, hi, at in expanded_pairs(entries, rank, scores[:, 0]):
-        for a, b, (similarity, estimate), (inter, union) in zip(lo.tolist(), hi.tolist(), scores[at].tolist(),
-                                                                sizes[at].tolist()):
-            yield {"a": names[a], "b": names[b], "jaccard": similarity, "estimate": estimate, "intersection": inter,
-                   "union": union}
+        yield [f'{{"a": {quoted[a]}, "b": {quoted[b]}{tails[e]}' for a, b, e in zip(lo.tolist(), hi.tolist(),
+                                                                                      at.tolist())]
