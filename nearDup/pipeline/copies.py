@@ -22,7 +22,8 @@ import numpy as np
 from ..kernels import lsh, sets
 from ..kernels.hashing import U64, combine, fmix64
 from ..store.workdir import WorkDir
-from .driver import PartitionArrays, part_starts
+from .driver import PartitionArrays, part_starts, require
+from .shingle import load_catalog
 
 DIGEST_SEED = 0x636F7079
 CONFIRM_BATCH = 20_000  # documents whose sets are gathered at once to confirm that they are equal
@@ -225,3 +226,26 @@ def expanded_pairs(entries: ClassPairs, rank: np.ndarray, score: np.ndarray) -> 
         e = np.repeat(entry[lo:hi], c)
         at = np.lexsort((b, a, np.repeat(lev[lo:hi], c)))
         yield a[at], b[at], e[at]
+
+
+def ranked(ids: dict[int, str]) -> tuple[list[str], np.ndarray]:
+    """(the ids sorted, rank of each global number among them (-1: not among them)): the order of the listing."""
+    numbers = np.array(sorted(ids), dtype=np.int64)
+    rank = np.full(int(numbers[-1]) + 1 if len(numbers) else 0, -1, np.int64)
+    rank[numbers[sorted(range(len(numbers)), key=lambda i: ids[int(numbers[i])])]] = np.arange(len(numbers))
+    return sorted(ids.values()), rank
+
+
+def stored_records(work: WorkDir) -> Iterator[dict]:
+    """The verified pairs of a work dir as the records of its pairs.jsonl (keys sorted), in its order, made from
+    the stored entries as they are asked for instead of parsing millions of lines of JSON."""
+    entries = verified_entries(work)
+    scores = work.load_array(work.current("verify", "scores.npy"), "verify")
+    values = list(zip(scores.tolist(), work.load_array(work.current("verify", "sizes.npy"), "verify").tolist()))
+    names, rank = ranked(load_catalog(work, require(work, "shingle")).ids_of(
+        sets.sorted_unique(entries.members).tolist()))
+    for lo, hi, at in expanded_pairs(entries, rank, scores[:, 0]):
+        for a, b, e in zip(lo.tolist(), hi.tolist(), at.tolist()):
+            (similarity, estimate), (inter, union) = values[e]
+            yield {"a": names[a], "b": names[b], "estimate": estimate, "intersection": inter, "jaccard": similarity,
+                   "union": union}

@@ -14,7 +14,7 @@ from ..config import (
 from ..kernels import lsh, sets
 from ..report.printer import plural
 from ..store.workdir import WorkDir, atomic_file
-from .copies import ClassPairs, among, expanded_pairs, uncovered
+from .copies import ClassPairs, among, expanded_pairs, ranked, uncovered
 from .driver import PartitionArrays, Runner, _absolute, _begin, _files, _up_to_date, part_starts, require
 from .results import recall_warning
 from .shingle import load_catalog
@@ -170,10 +170,8 @@ def _pair_lines(ids: dict[int, str], entries: ClassPairs, scores: np.ndarray, si
     id's rank among the ids, for thousands of copies of one text stand for millions of pairs. Each id and each
     entry's scores are encoded once, as json.dumps(record, ensure_ascii=False, sort_keys=True) would (floats by
     repr): 4.5 million records through json took 50 s."""
-    numbers = np.array(sorted(ids), dtype=np.int64)
-    quoted = [_JSON.encode(name) for name in sorted(ids.values())]
-    rank = np.full(int(numbers[-1]) + 1 if len(numbers) else 0, -1, np.int64)
-    rank[numbers[sorted(range(len(numbers)), key=lambda i: ids[int(numbers[i])])]] = np.arange(len(numbers))
+    names, rank = ranked(ids)
+    quoted = [_JSON.encode(name) for name in names]
     tails = [f', "estimate": {estimate!r}, "intersection": {inter}, "jaccard": {similarity!r}, "union": {union}}}\n'
              for (similarity, estimate), (inter, union) in zip(scores.tolist(), sizes.tolist())]
     for lo, hi, at in expanded_pairs(entries, rank, scores[:, 0]):
