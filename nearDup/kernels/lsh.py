@@ -150,8 +150,9 @@ def class_bucket_pairs(sorted_keys: np.ndarray, numbers: np.ndarray, max_bucket:
     lengths = np.diff(np.r_[np.flatnonzero(np.r_[True, sorted_keys[1:] != sorted_keys[:-1]]), len(sorted_keys)]) \
         if len(sorted_keys) else np.empty(0, np.int64)
     bucket = np.repeat(np.arange(len(lengths), dtype=np.int64), lengths)
-    small = (lengths <= max_bucket)[bucket]
-    stars, large = bucket_pairs(sorted_keys[~small], numbers[~small], max_bucket, rank)
+    over = (lengths > max_bucket)[bucket]
+    small = ((lengths >= 2) & (lengths <= max_bucket))[bucket]  # most buckets hold one document: left out first
+    stars, large = bucket_pairs(sorted_keys[over], numbers[over], max_bucket, rank)
     # each small bucket's distinct labels, and how many of its documents have each
     codes = np.sort((bucket[small].astype(U64) << U64(32)) | label[numbers[small]].astype(U64))
     first = np.flatnonzero(np.r_[True, codes[1:] != codes[:-1]]) if len(codes) else np.empty(0, np.int64)
