@@ -17,7 +17,7 @@ from .errors import ParameterError
 if TYPE_CHECKING:
     from .store.workdir import WorkDir
 
-FORMAT = 4  # work-dir data format; bump when stored bytes change meaning (hash functions, layouts)
+FORMAT = 5  # work-dir data format; bump when stored bytes change meaning (hash functions, layouts)
 UNITS = ("word", "char")
 METHODS = ("oph", "permutation")
 DEFAULT_THRESHOLD = 0.8

@@ -140,8 +140,33 @@ def bucket_pairs(sorted_keys: np.ndarray, numbers: np.ndarray, max_bucket: int, 
     return np.sort(pairs, axis=1), np.array(large, dtype=np.int64).reshape(-1, 3)
 
 
+def class_bucket_pairs(sorted_keys: np.ndarray, numbers: np.ndarray, max_bucket: int, rank: np.ndarray,
+                       label: np.ndarray):
+    """bucket_pairs with copies collapsed: documents of equal label (label[number], the smallest number of the
+    documents with the same set) fall whole into one bucket, so a bucket of up to max_bucket documents gives the
+    pairs of its distinct labels, plus (l, l) for a label with two or more documents there, standing for the pairs
+    among them. A larger bucket gives its star pairs document by document, as bucket_pairs does.
+    Returns (label pairs (m, 2) with a <= b, star pairs (s, 2) with a < b, large)."""
+    lengths = np.diff(np.r_[np.flatnonzero(np.r_[True, sorted_keys[1:] != sorted_keys[:-1]]), len(sorted_keys)]) \
+        if len(sorted_keys) else np.empty(0, np.int64)
+    bucket = np.repeat(np.arange(len(lengths), dtype=np.int64), lengths)
+    over = (lengths > max_bucket)[bucket]
+    small = ((lengths >= 2) & (lengths <= max_bucket))[bucket]  # most buckets hold one document: left out first
+    stars, large = bucket_pairs(sorted_keys[over], numbers[over], max_bucket, rank)
+    # each small bucket's distinct labels, and how many of its documents have each
+    codes = np.sort((bucket[small].astype(U64) << U64(32)) | label[numbers[small]].astype(U64))
+    first = np.flatnonzero(np.r_[True, codes[1:] != codes[:-1]]) if len(codes) else np.empty(0, np.int64)
+    held = np.diff(np.r_[first, len(codes)])
+    distinct = codes[first]
+    labels = (distinct & U64(0xFFFFFFFF)).astype(np.int64)
+    within = np.repeat(labels[held > 1], 2).reshape(-1, 2)
+    across, _ = bucket_pairs(distinct >> U64(32), labels, max(len(labels), 2))
+    return np.concatenate([within, across]), stars, large
+
+
 def update_band(sorted_keys: np.ndarray, numbers: np.ndarray, old_rank: np.ndarray, large_keys: np.ndarray,
-                dead: np.ndarray, new_keys: np.ndarray, new_numbers: np.ndarray, rank: np.ndarray, max_bucket: int):
+                dead: np.ndarray, new_keys: np.ndarray, new_numbers: np.ndarray, rank: np.ndarray, max_bucket: int,
+                old_label: np.ndarray | None = None, label: np.ndarray | None = None):
     """One band of an incremental run: (merged index (keys, numbers), pairs lost, pairs gained, large buckets).
 
     The old index gave bucket_pairs(old index, old_rank); the new one must give bucket_pairs(merged, rank). They
@@ -149,10 +174,18 @@ def update_band(sorted_keys: np.ndarray, numbers: np.ndarray, old_rank: np.ndarr
     int64), whose star moves when the first document by id is renamed. So
         pairs(new) = pairs(old) - pairs(old, touched) + pairs(merged, touched)
     counted per band; a pair of old documents in an untouched bucket is not looked at. Returned large buckets are
-    all of the band's (an untouched large bucket was large before, hence touched)."""
+    all of the band's (an untouched large bucket was large before, hence touched).
+
+    With labels (old_label, label: class_bucket_pairs), lost and gained are (label pairs, star pairs). A label
+    changes only when its class gains or loses a document, which touches the class's bucket in every band."""
     merged = merge_band_index(sorted_keys, numbers, dead, new_keys, new_numbers)
     touched = sorted_unique(np.concatenate([new_keys, sorted_keys[dead[numbers]],
                                             np.asarray(large_keys, np.int64).view(np.uint64)]))
+    if label is not None and old_label is not None:
+        *lost_pairs, _ = class_bucket_pairs(*bucket_members(sorted_keys, numbers, touched), max_bucket, old_rank,
+                                            old_label)
+        *gained_pairs, large = class_bucket_pairs(*bucket_members(*merged, touched), max_bucket, rank, label)
+        return merged, tuple(lost_pairs), tuple(gained_pairs), large
     lost, _ = bucket_pairs(*bucket_members(sorted_keys, numbers, touched), max_bucket, old_rank)
     gained, large = bucket_pairs(*bucket_members(*merged, touched), max_bucket, rank)
     return merged, lost, gained, large

@@ -25,6 +25,7 @@ from ..store.manifest import (
     SignatureRecord,
 )
 from ..store.workdir import WorkDir
+from .copies import class_sizes, copy_classes, expanded_count, uncovered
 from .driver import Runner, _absolute, _begin, _files, _resolved, _up_to_date, part_starts, require
 from .shingle import load_docs
 
@@ -34,9 +35,11 @@ class BandTask:
     """The candidate pairs of a few bands, and their band index (each band's keys sorted, with their documents)
     written to `index` (keys .npy, docs .npy; shape (bands, documents)) for the next run and for `query`.
 
-    previous: (order .npy, keys .npy, docs .npy, documents then) of the last run's index of these bands. The task
-    then merges the new documents into that index and returns the change in candidate pairs (with counts -1 and
-    +1), computed over the touched buckets only: those holding a new, changed or deleted document, or too large."""
+    classes: the .npy of each document's copy class (pipeline.copies): a bucket's copies pair as one.
+    previous: (order .npy, keys .npy, docs .npy, documents then, classes .npy) of the last run's index of these
+    bands. The task then merges the new documents into that index and returns the change in candidate pairs (with
+    counts -1 and +1), computed over the touched buckets only: those holding a new, changed or deleted document, or
+    too large."""
 
     root: str
     bands: tuple
@@ -46,11 +49,12 @@ class BandTask:
     documents: int  # in all shards, live or dead
     max_bucket: int
     index: tuple
+    classes: str = ""
     previous: tuple = ()
     large_keys: tuple = ()  # per band, the keys (as int64) of the last run's large buckets
 
     def __post_init__(self):
-        _absolute(self, "root", "order")
+        _absolute(self, "root", "order", "classes")
         _resolved(self, index=tuple(os.path.join(os.getcwd(), p) for p in self.index),
                   previous=tuple(os.path.join(os.getcwd(), p) if isinstance(p, str) else p for p in self.previous))
 
@@ -65,16 +69,21 @@ def _band_keys(work: WorkDir, task: BandTask, first: int = 0) -> np.ndarray:
     return np.concatenate(parts) if parts else np.empty((0, len(task.bands)), np.uint64)
 
 
-def band_candidates(task: BandTask) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(distinct pairs of global numbers, their counts, large buckets (band, anchor, size, key)) of the task's
-    bands. A large bucket's anchor is its first document by id, however the shards were appended."""
+def band_candidates(task: BandTask) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(distinct class pairs (pipeline.copies), their counts, distinct star pairs of global numbers, their counts,
+    large buckets (band, anchor, size, key)) of the task's bands. A large bucket's anchor is its first document by
+    id, however the shards were appended."""
     work = WorkDir(task.root)
     order = work.load_array(Path(task.order), "candidates")
+    label = work.load_array(Path(task.classes), "candidates")
     rank = np.full(task.documents, -1, np.int64)
     rank[order] = np.arange(len(order))
-    found, counts, large, index = [], [], [], []
+    found: list[list[np.ndarray]] = [[], []]  # class pairs, star pairs
+    counts: list[list[np.ndarray]] = [[], []]
+    large, index = [], []
     if task.previous:
-        old_order_path, old_keys_path, old_docs_path, old_total = task.previous
+        old_order_path, old_keys_path, old_docs_path, old_total, old_classes = task.previous
+        old_label = work.load_array(Path(old_classes), "candidates")
         old_order = work.load_array(Path(old_order_path), "candidates")
         old_rank = np.full(old_total, -1, np.int64)
         old_rank[old_order] = np.arange(len(old_order))
@@ -88,25 +97,27 @@ def band_candidates(task: BandTask) -> tuple[np.ndarray, np.ndarray, np.ndarray]
         keys = _band_keys(work, task)[members]
     for j, band in enumerate(task.bands):
         if task.previous:
-            (sk, sn), lost, pairs, big = lsh.update_band(old_keys[j], old_docs[j], old_rank, task.large_keys[j],
-                                                         dead, new_keys[:, j], new, rank, task.max_bucket)
-            found += [lost, pairs]
-            counts += [np.full(len(lost), -1, np.int64), np.ones(len(pairs), np.int64)]
+            (sk, sn), lost, gained, big = lsh.update_band(old_keys[j], old_docs[j], old_rank, task.large_keys[j],
+                                                          dead, new_keys[:, j], new, rank, task.max_bucket, old_label,
+                                                          label)
+            for kind in (0, 1):
+                found[kind] += [lost[kind], gained[kind]]
+                counts[kind] += [np.full(len(lost[kind]), -1, np.int64), np.ones(len(gained[kind]), np.int64)]
         else:
             sk, sn = lsh.band_index(np.ascontiguousarray(keys[:, j]), members)
-            pairs, big = lsh.bucket_pairs(sk, sn, task.max_bucket, rank)
-            found.append(pairs)
-            counts.append(np.ones(len(pairs), np.int64))
-        # merged band by band: copies of one text give the same pairs in every band, and all the bands' pairs at
-        # once (4 x 12.5M for 5,000 copies with a large --max-bucket) took gigabytes before they were merged
-        merged, summed = lsh.count_pairs(np.concatenate(found), np.concatenate(counts))
-        found, counts = [merged], [summed]
+            *pairs, big = lsh.class_bucket_pairs(sk, sn, task.max_bucket, rank, label)
+            for kind in (0, 1):
+                found[kind].append(pairs[kind])
+                counts[kind].append(np.ones(len(pairs[kind]), np.int64))
+        for kind in (0, 1):  # merged band by band: each band's star pairs of a large bucket are the same ones
+            merged, summed = lsh.count_pairs(np.concatenate(found[kind]), np.concatenate(counts[kind]))
+            found[kind], counts[kind] = [merged], [summed]
         index.append((sk, sn))
         large.append(np.concatenate([np.full((len(big), 1), band), big], axis=1))
     work.save_array(Path(task.index[0]), np.stack([k for k, _ in index]))
     work.save_array(Path(task.index[1]), np.stack([d for _, d in index]))
-    pairs, pair_counts = lsh.count_pairs(np.concatenate(found), np.concatenate(counts))
-    return pairs, pair_counts, np.concatenate(large).astype(np.int64)
+    return (found[0][0], counts[0][0], found[1][0], counts[1][0],
+            np.concatenate(large).astype(np.int64) if large else np.empty((0, 4), np.int64))
 
 
 def pairable(catalog: Catalog, params: CandidateParams) -> np.ndarray:
@@ -160,6 +171,9 @@ def run(runner: Runner, params: CandidateParams) -> CandidatesRecord:
     order_path = work.output("candidates", "order.npy", key)
     order = pairing_order(docs.catalog, params)
     work.save_array(order_path, order)
+    classes_path = work.output("candidates", "classes.npy", key)
+    label = copy_classes(work, shingle_record, order, int(sum(shingle_record.shard_docs)))
+    work.save_array(classes_path, label)
     small = int((docs.catalog.live & (docs.catalog["shingles"] > 0)).sum()) - len(order)  # (0: counted as short)
     bands = upstream.params.bands
     basis = CandidatesBasis(signature=require(work, SignatureRecord).params, bands=upstream.params,
@@ -173,37 +187,42 @@ def run(runner: Runner, params: CandidateParams) -> CandidatesRecord:
                       tuple(shingle_record.shard_numbers), tuple(part_starts(shingle_record).tolist()),
                       basis.documents, params.max_bucket,
                       (str(work.output("candidates", k, key)), str(work.output("candidates", d, key))),
+                      classes=str(classes_path),
                       previous=_previous_index(work, previous, k, d),
                       large_keys=tuple(tuple(b["key"] for b in old_large if b["band"] == j)
                                        for j in range(lo, min(lo + BANDS_PER_TASK, bands))) if previous else ())
              for lo, k, d in files]
     results = runner.engine.map(band_candidates, tasks, desc="candidates", sizes=[len(t.bands) for t in tasks],
                                 unit="band")
-    pairs, counts = np.empty((0, 2), np.int64), np.empty(0, np.int64)
-    found = [(p, c) for p, c, _ in results]
-    if previous is not None:
-        found.append((work.load_array(work.output("candidates", "pairs.npy", previous.key), "candidates"),
-                      work.load_array(work.output("candidates", "counts.npy", previous.key), "candidates")))
-    for more, more_counts in found:  # one task's pairs at a time, as in band_candidates
-        pairs, counts = lsh.count_pairs(np.concatenate([pairs, more]), np.concatenate([counts, more_counts]))
-    if (counts < 0).any():
-        raise WorkDirError(f"{work.root}: the stored candidate pairs do not match the band index; run again with "
-                           f"--rebuild (an index) or --force")
-    pairs, counts = pairs[counts > 0], counts[counts > 0]
+    stored = {}
+    for kind, (pairs_file, counts_file) in enumerate((("pairs.npy", "counts.npy"), ("stars.npy", "star_counts.npy"))):
+        pairs, counts = np.empty((0, 2), np.int64), np.empty(0, np.int64)
+        found = [(result[2 * kind], result[2 * kind + 1]) for result in results]
+        if previous is not None:
+            found.append((work.load_array(work.output("candidates", pairs_file, previous.key), "candidates"),
+                          work.load_array(work.output("candidates", counts_file, previous.key), "candidates")))
+        for more, more_counts in found:  # one task's pairs at a time, as in band_candidates
+            pairs, counts = lsh.count_pairs(np.concatenate([pairs, more]), np.concatenate([counts, more_counts]))
+        if (counts < 0).any():
+            raise WorkDirError(f"{work.root}: the stored candidate pairs do not match the band index; run again "
+                               f"with --rebuild (an index) or --force")
+        stored[pairs_file], stored[counts_file] = pairs[counts > 0], counts[counts > 0]
+    pairs, stars = stored["pairs.npy"], stored["stars.npy"]
     large = sorted(({"band": int(j), "anchor": int(a), "size": int(n), "key": int(k)}
-                    for _, _, big in results for j, a, n, k in big.tolist()),
+                    for *_, big in results for j, a, n, k in big.tolist()),
                    key=lambda b: (b["band"], b["key"] % 2**64))
-    work.save_array(work.output("candidates", "pairs.npy", key), pairs)
-    work.save_array(work.output("candidates", "counts.npy", key), counts)
+    for name, array in stored.items():
+        work.save_array(work.output("candidates", name, key), array)
+    count = expanded_count(pairs, stars[uncovered(stars, pairs, label)], class_sizes(label))
     work.save_jsonl(work.output("candidates", "large_buckets.jsonl", key), large)
     record = CandidatesRecord(
         key=key, params=params, upstream=upstream.key, basis=basis,
-        files=_files(work, "candidates", key, "order.npy", "pairs.npy", "counts.npy", "large_buckets.jsonl",
+        files=_files(work, "candidates", key, "order.npy", "classes.npy", *stored, "large_buckets.jsonl",
                      *(name for _, k, d in files for name in (k, d))),
-        stats=CandidatesStats(candidates=int(len(pairs)), large_buckets=len(large), small=small))
+        stats=CandidatesStats(candidates=count, large_buckets=len(large), small=small))
     work.record_stage("candidates", record)
     since = " (the last run's, updated where new, changed or deleted documents fall)" if previous else ""
-    runner.log(f"candidates: {plural(len(pairs), 'pair shares', 'pairs share')} a bucket in at least one band{since}"
+    runner.log(f"candidates: {plural(count, 'pair shares', 'pairs share')} a bucket in at least one band{since}"
                + (f"; {plural(small, 'document')} under {_limits(params)} skipped (never paired)" if small else ""))
     _warn_large_buckets(runner, large, params.max_bucket, docs, work.output("candidates", "large_buckets.jsonl", key))
     return record
@@ -214,7 +233,7 @@ def _previous_index(work: WorkDir, previous: CandidatesRecord | None, keys: str,
     if previous is None or previous.basis is None:
         return ()
     return (*(str(work.output("candidates", name, previous.key)) for name in ("order.npy", keys, docs)),
-            previous.basis.documents)
+            previous.basis.documents, str(work.output("candidates", "classes.npy", previous.key)))
 
 
 def _limits(params: CandidateParams) -> str:

@@ -10,6 +10,7 @@ from ..kernels import sets
 from ..report.printer import plural
 from ..store.manifest import ClusterRecord, ClusterStats, ShingleRecord, VerifyRecord
 from ..store.workdir import WorkDir
+from .copies import class_degree, class_edges, verified_entries
 from .driver import PartitionArrays, Runner, _begin, _files, part_starts, require
 from .groups import KeeperRules, build_groups
 from .shingle import load_docs
@@ -25,7 +26,8 @@ def run(runner: Runner, params: ClusterParams) -> ClusterRecord:
         runner.log(f"cluster: up to date ({_cluster_summary(record)})")
         return record
     docs = load_docs(work, shingle_record)
-    edges = work.load_array(work.current("verify", "pairs.npy"), "verify")
+    entries = verified_entries(work)
+    edges = class_edges(entries)  # copies as stars of their first document: the components of every pair
     anchors = {b["anchor"] for b in work.load_jsonl(work.current("candidates", "large_buckets.jsonl"), "candidates")}
     starts = part_starts(shingle_record)
     shingles = PartitionArrays(work, "shingle", ("values.npy", "offsets.npy"),  # mapped once for every call
@@ -39,9 +41,9 @@ def run(runner: Runner, params: ClusterParams) -> ClusterRecord:
         return np.concatenate(out) if out else np.empty(0)
 
     rules = KeeperRules.parse(",".join(params.keep), params.prefer)
-    weights = work.load_array(work.current("verify", "scores.npy"), "verify")[:, 0]  # (Jaccard, estimate) per edge
+    weights = work.load_array(work.current("verify", "scores.npy"), "verify")[:, 0]  # (Jaccard, estimate) per entry
     groups = build_groups(docs, edges, upstream.params.threshold, rules, params.link, similarity, anchors,
-                          weights)
+                          degree=lambda mask: class_degree(entries, weights, len(docs), mask))
     work.save_jsonl(work.output("cluster", "clusters.jsonl", key), groups)
     record = ClusterRecord(key=key, params=params, upstream=upstream.key,
                            files=_files(work, "cluster", key, "clusters.jsonl"), stats=ClusterStats(

@@ -89,19 +89,25 @@ class Records(Protocol):
 
 def build_groups(docs: Records, edges: np.ndarray, threshold: float, rules: KeeperRules, link: str,
                  similarity: Callable[[np.ndarray, np.ndarray], np.ndarray], anchors: set[int],
-                 weights: np.ndarray | None = None) -> list[dict]:
+                 weights: np.ndarray | None = None,
+                 degree: Callable[[np.ndarray | None], np.ndarray] | None = None) -> list[dict]:
     """Duplicate groups, largest first. docs: global document records; edges: (m, 2) verified pairs, weights
     their Jaccard (computed when None and a rule needs it); similarity(a, b): exact Jaccard of document arrays a
-    and b, pairwise; anchors: documents that anchored a bucket too large to pair out (groups holding one say so)."""
+    and b, pairwise; anchors: documents that anchored a bucket too large to pair out (groups holding one say so).
+    degree(mask): each document's sum of the Jaccard of its verified pairs with both ends in mask (None: all),
+    when edges are not the pairs but have their components in every union of groups' parts (copies as stars,
+    pipeline.copies); by default from edges and weights."""
     labels = components(len(docs), edges)
     pending = groups_of(labels)
     groups = []
     central = "central" in rules.order
     strength = np.zeros(len(docs))
     if central:
-        if weights is None:
-            weights = similarity(edges[:, 0], edges[:, 1]) if len(edges) else np.empty(0)
-        strength = _strength(len(docs), edges, weights)
+        if degree is None:
+            if weights is None:
+                weights = similarity(edges[:, 0], edges[:, 1]) if len(edges) else np.empty(0)
+            degree = functools.partial(_edge_degree, len(docs), edges, weights)
+        strength = np.round(degree(None), CENTRAL_DECIMALS)
     while pending:
         keepers = np.array([min(g.tolist(), key=lambda d: rules.sort_key(docs[d], float(strength[d])))
                             for g in pending], np.int64)
@@ -117,8 +123,10 @@ def build_groups(docs: Records, edges: np.ndarray, threshold: float, rules: Keep
                     inside = np.isin(edges[:, 0], far) & np.isin(edges[:, 1], far)
                     pending.extend(groups_of(components(len(docs), edges[inside])))
                     if central:  # their centrality among themselves
-                        assert weights is not None  # set above for central
-                        strength[far] = _strength(len(docs), edges[inside], weights[inside])[far]
+                        assert degree is not None  # set above for central
+                        mask = np.zeros(len(docs), bool)
+                        mask[far] = True
+                        strength[far] = np.round(degree(mask), CENTRAL_DECIMALS)[far]
             if len(members):
                 groups.append(_group(docs, keeper, members, sim, anchors))
     _pairwise_bounds(groups, docs, edges, similarity)
@@ -128,12 +136,16 @@ def build_groups(docs: Records, edges: np.ndarray, threshold: float, rules: Keep
     return groups
 
 
-def _strength(n: int, edges: np.ndarray, weights: np.ndarray) -> np.ndarray:
-    """Each document's sum of the Jaccard of its verified pairs (its weighted degree), rounded."""
+def _edge_degree(n: int, edges: np.ndarray, weights: np.ndarray, mask: np.ndarray | None) -> np.ndarray:
+    """Each document's sum of the Jaccard of its verified pairs (its weighted degree), of those with both ends in
+    mask if given."""
+    if mask is not None:
+        inside = mask[edges[:, 0]] & mask[edges[:, 1]]
+        edges, weights = edges[inside], weights[inside]
     out = np.zeros(n)
     np.add.at(out, edges[:, 0], weights)
     np.add.at(out, edges[:, 1], weights)
-    return np.round(out, CENTRAL_DECIMALS)
+    return out
 
 
 def _group(docs, keeper: int, members: np.ndarray, sim: np.ndarray, anchors: set[int]) -> dict:

@@ -9,6 +9,7 @@ from ..config import threshold_or_default
 from ..kernels import lsh
 from ..store.manifest import STAGES, ShingleRecord, VerifyRecord
 from ..store.workdir import WorkDir
+from .copies import stored_records
 from .driver import require
 
 
@@ -22,7 +23,7 @@ class StoredPairs:
         self._count = None if keep else record.stats.pairs
 
     def __iter__(self):
-        for pair in self.work.iter_jsonl(self.path, "verify"):
+        for pair in stored_records(self.work):  # what pairs.jsonl holds, without parsing it
             if self.keep is None or self.keep(pair):
                 yield pair
 

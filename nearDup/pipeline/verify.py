@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 
 import numpy as np
@@ -12,12 +13,14 @@ from ..config import (
 from ..kernels import lsh, sets
 from ..report.printer import plural
 from ..store.manifest import CandidatesRecord, ShingleRecord, SignatureRecord, VerifyBasis, VerifyRecord, VerifyStats
-from ..store.workdir import WorkDir
+from ..store.workdir import WorkDir, atomic_file
+from .copies import ClassPairs, among, expanded_pairs, ranked, uncovered
 from .driver import PartitionArrays, Runner, _absolute, _begin, _files, _up_to_date, part_starts, require
 from .results import recall_warning
 from .shingle import load_catalog
-from .similarity import agreement, pair_records, set_overlap
+from .similarity import agreement, set_overlap
 
+_JSON = json.JSONEncoder(ensure_ascii=False, sort_keys=True)  # as WorkDir.save_jsonl writes records
 VERIFY_CHUNK = 20_000  # candidate pairs per verification task, at most
 VERIFY_TASKS = 8  # and at least this many tasks when there are VERIFY_TASKS * MIN_VERIFY_CHUNK pairs or more
 MIN_VERIFY_CHUNK = 1_000
@@ -85,7 +88,11 @@ def run(runner: Runner, params: VerifyParams) -> VerifyRecord:
     shingle_record = require(work, ShingleRecord)
     basis = VerifyBasis(threshold=params.threshold, shard_keys=shingle_record.shard_keys,
                         signature=require(work, SignatureRecord).params)
-    pairs = work.load_array(work.current("candidates", "pairs.npy"), "candidates")
+    label = work.load_array(work.current("candidates", "classes.npy"), "candidates")
+    class_pairs = work.load_array(work.current("candidates", "pairs.npy"), "candidates")
+    pairs, is_class = _entries(class_pairs, work.load_array(work.current("candidates", "stars.npy"), "candidates"),
+                               label)
+    candidates = int(ClassPairs(pairs, is_class, label).count().sum())
     previous = _reusable(work, basis)
     if previous is not None:
         checked, accepted, scores, sizes = previous
@@ -120,40 +127,52 @@ def run(runner: Runner, params: VerifyParams) -> VerifyRecord:
     order = np.argsort(lsh.pair_codes(accepted), kind="stable")
     accepted, scores, sizes = accepted[order], scores[order], sizes[order]
     del order
-    ids = load_catalog(work, shingle_record).ids_of(sets.sorted_unique(accepted.ravel()).tolist())
+    entries = ClassPairs(accepted, among(accepted, class_pairs), label)
+    found = int(entries.count().sum())
+    ids = load_catalog(work, shingle_record).ids_of(sets.sorted_unique(entries.members).tolist())
     work.save_array(work.output("verify", "checked.npy", key), pairs)
     work.save_array(work.output("verify", "pairs.npy", key), accepted)
     work.save_array(work.output("verify", "scores.npy", key), scores)
     work.save_array(work.output("verify", "sizes.npy", key), sizes)
-    work.save_jsonl(work.output("verify", "pairs.jsonl", key), _pair_records(ids, accepted, scores, sizes))
+    with atomic_file(work.output("verify", "pairs.jsonl", key), "w") as f:
+        for lines in _pair_lines(ids, entries, scores, sizes):
+            f.writelines(lines)
     todo_path.unlink()
     record = VerifyRecord(key=key, params=params, upstream=upstream.key, basis=basis,
                           files=_files(work, "verify", key, "checked.npy", "pairs.npy", "scores.npy", "sizes.npy",
                                        "pairs.jsonl"),
-                          stats=VerifyStats(candidates=len(pairs), checked=n, pairs=len(accepted),
-                                            rejected=len(pairs) - len(accepted)))
+                          stats=VerifyStats(candidates=candidates, checked=n, pairs=found, rejected=candidates - found))
     work.record_stage("verify", record)
     reused = f" ({len(pairs) - n} known from the last run)" if len(pairs) > n else ""
-    runner.log(f"verify: {len(accepted)} of {plural(len(pairs), 'candidate pair has', 'candidate pairs have')} "
+    runner.log(f"verify: {found} of {plural(candidates, 'candidate pair has', 'candidate pairs have')} "
                f"exact Jaccard >= {params.threshold}{reused}")
     if warning is not None:
         runner.log(f"warning: {warning}")
     return record
 
 
-def _pair_records(ids: dict[int, str], accepted: np.ndarray, scores: np.ndarray, sizes: np.ndarray):
-    """The verified pairs with ids, scores and set sizes (|A ∩ B|, |A ∪ B|), best first, then by id: an order
-    that does not depend on how the documents were numbered. A generator: the order is found on numbers (each id's
-    rank among the ids) and records are made as they are written, for thousands of copies of one text verify
-    millions of pairs, whose records as Python dicts took gigabytes."""
-    numbers = np.array(sorted(ids), dtype=np.int64)
-    names = np.array(sorted(ids.values()), dtype=object)
-    rank = np.empty(len(numbers), np.int64)
-    rank[sorted(range(len(numbers)), key=lambda i: ids[int(numbers[i])])] = np.arange(len(numbers))
-    ra, rb = (rank[np.searchsorted(numbers, accepted[:, i])] for i in (0, 1))
-    lo, hi = np.minimum(ra, rb), np.maximum(ra, rb)
-    del ra, rb
-    order = np.lexsort((hi, lo, -scores[:, 0])) if len(accepted) else np.empty(0, np.int64)
-    for start in range(0, len(order), VERIFY_CHUNK):
-        at = order[start:start + VERIFY_CHUNK]
-        yield from pair_records(names[lo[at]].tolist(), names[hi[at]].tolist(), scores[at], sizes[at])
+def _entries(class_pairs: np.ndarray, stars: np.ndarray, label: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """What verification checks: the class pairs (pipeline.copies) and the star pairs that no class pair stands
+    for, one array sorted by pair code, and which are class pairs. (A class's label is one of its documents, so a
+    class pair is checked as the pair of its labels; (A, A) has Jaccard 1.)"""
+    stars = stars[uncovered(stars, class_pairs, label)]
+    pairs = np.concatenate([class_pairs, stars])
+    is_class = np.r_[np.ones(len(class_pairs), bool), np.zeros(len(stars), bool)]
+    order = np.argsort(lsh.pair_codes(pairs), kind="stable")
+    return pairs[order], is_class[order]
+
+
+def _pair_lines(ids: dict[int, str], entries: ClassPairs, scores: np.ndarray, sizes: np.ndarray):
+    """The verified pairs as the JSON lines of pairs.jsonl, with ids, scores and set sizes (|A ∩ B|, |A ∪ B|),
+    best first, then by id: an order that does not depend on how the documents were numbered. Lists of lines, a
+    bounded number at a time: the pairs of classes of copies are made (pipeline.copies.expanded_pairs) on each
+    id's rank among the ids, for thousands of copies of one text stand for millions of pairs. Each id and each
+    entry's scores are encoded once, as json.dumps(record, ensure_ascii=False, sort_keys=True) would (floats by
+    repr): 4.5 million records through json took 50 s."""
+    names, rank = ranked(ids)
+    quoted = [_JSON.encode(name) for name in names]
+    tails = [f', "estimate": {estimate!r}, "intersection": {inter}, "jaccard": {similarity!r}, "union": {union}}}\n'
+             for (similarity, estimate), (inter, union) in zip(scores.tolist(), sizes.tolist())]
+    for lo, hi, at in expanded_pairs(entries, rank, scores[:, 0]):
+        yield [f'{{"a": {quoted[a]}, "b": {quoted[b]}{tails[e]}' for a, b, e in zip(lo.tolist(), hi.tolist(),
+                                                                                      at.tolist())]

@@ -26,6 +26,7 @@ from ..errors import NearDupError
 from ..kernels import lsh, sets
 from ..pipeline import compare
 from ..pipeline.cluster import clusters
+from ..pipeline.copies import ClassPairs, among, verified_entries
 from ..pipeline.driver import PartitionArrays, part_starts, require
 from ..pipeline.results import StoredPairs, recall_warning, resolved_params
 from ..pipeline.shingle import load_docs
@@ -79,8 +80,10 @@ class ReportData:
     pairs_json: str = "[]"  # the pair records exactly as `--format jsonl` prints them, as a JSON array
     groups_json: str = "[]"  # the group records likewise
     docs: dict = dataclasses.field(default_factory=dict)  # id -> [size, "YYYY-MM-DD"] of group members
-    verified: tuple = ()  # exact Jaccard of the verified pairs
-    rejected: tuple = ()  # exact Jaccard of (a sample of) the rejected candidates
+    verified: tuple = ()  # exact Jaccard of the verified entries (a pair, or the pairs of classes of copies)
+    verified_counts: tuple = ()  # how many document pairs each of them stands for (empty: one each)
+    rejected: tuple = ()  # exact Jaccard of (a sample of) the rejected candidates' entries
+    rejected_counts: tuple = ()  # how many document pairs each of them stands for (empty: one each)
     rejected_note: str = ""
     bands: int | None = None
     rows: int | None = None
@@ -108,7 +111,8 @@ def load(work: WorkDir) -> ReportData:
     numbers = np.fromiter(members.values(), np.int64, len(members))
     info = dict(zip(members, zip(sizes[numbers].tolist(), _dates(mtimes[numbers]))))
     verified = tuple(work.load_array(work.current("verify", "scores.npy"), "verify")[:, 0].tolist())  # (J, estimate)
-    rejected, rejected_note = _rejected(work, shingle_record, verify_record)
+    verified_counts = tuple(verified_entries(work).count().tolist())  # copies of one text: one entry, many pairs
+    rejected, rejected_counts, rejected_note = _rejected(work, shingle_record, verify_record)
     shingle = shingle_record.stats
     candidates = verify_record.stats.candidates
     skipped = {reason: n for reason, n in sorted((shingle.skipped or {}).items()) if n}
@@ -121,7 +125,7 @@ def load(work: WorkDir) -> ReportData:
         ("parameters", f"{params['unit']} {params['k']}-shingles, num_perm {params['num_perm']}, "
                        f"b {params['bands']} x r {params['rows']}, threshold {threshold}"),
         ("candidate pairs", str(candidates)),
-        ("verified pairs", str(len(verified))),
+        ("verified pairs", str(sum(verified_counts))),
         ("groups", summary_line(pairs, groups, lambda m: int(sizes[m["doc"]]))),
     ]
     notes = [w for w in (recall_warning(work, threshold),) if w]
@@ -133,7 +137,8 @@ def load(work: WorkDir) -> ReportData:
         notes.append(left)
     pairs_json = _jsonl(lambda p: p.pairs(itertools.islice(pairs, MAX_PAIRS)))
     return ReportData(f"nearDup report: {summary[0][1]}", summary, params, pairs_json,
-                      _jsonl(lambda p: p.groups(groups)), info, verified, rejected, rejected_note,
+                      _jsonl(lambda p: p.groups(groups)), info, verified, verified_counts, rejected, rejected_counts,
+                      rejected_note,
                       params["bands"], params["rows"], threshold, tuple(views), tuple(notes))
 
 
@@ -161,21 +166,25 @@ def _dates(mtime_ns: np.ndarray) -> list[str]:
     return [d if t else "" for d, t in zip(days.tolist(), np.asarray(mtime_ns).tolist())]
 
 
-def _rejected(work: WorkDir, shingle_record: ShingleRecord, verify_record: VerifyRecord) -> tuple[tuple, str]:
-    """Exact Jaccard of the rejected candidates: verify keeps the checked pairs but scores only the accepted ones,
-    so they are recomputed here, for at most REJECTED_SAMPLE pairs spread evenly over them."""
+def _rejected(work: WorkDir, shingle_record: ShingleRecord, verify_record: VerifyRecord) -> tuple[tuple, tuple, str]:
+    """Exact Jaccard of the rejected candidates and how many document pairs each stands for (verify checks an entry
+    for the pairs of two classes of copies once: they are all alike). Verify keeps the checked entries but scores only
+    the accepted ones, so they are recomputed here, for at most REJECTED_SAMPLE entries spread evenly over them."""
     checked = work.load_array(work.current("verify", "checked.npy"), "verify")
     accepted = work.load_array(work.current("verify", "pairs.npy"), "verify")
     rejected = checked[~np.isin(lsh.pair_codes(checked), lsh.pair_codes(accepted))] if len(checked) else checked
     if not len(rejected):
-        return (), ""
+        return (), (), ""
     note = ""
     if len(rejected) > REJECTED_SAMPLE:
         rejected = rejected[np.linspace(0, len(rejected) - 1, REJECTED_SAMPLE).astype(np.int64)]
-        note = f"{REJECTED_SAMPLE} of {verify_record.stats.rejected} rejected pairs, evenly spread"
+        note = f"a sample of {REJECTED_SAMPLE} of the rejected candidates, evenly spread"
+    class_pairs = work.load_array(work.current("candidates", "pairs.npy"), "candidates")
+    label = work.load_array(work.current("candidates", "classes.npy"), "candidates")
+    counts = ClassPairs(rejected, among(rejected, class_pairs), label).count()
     shingles = PartitionArrays(work, "shingle", ("values.npy", "offsets.npy"), shingle_record.shard_numbers)
     inter, la, lb = set_overlap(shingles, part_starts(shingle_record), rejected[:, 0], rejected[:, 1])
-    return tuple(float(x) for x in sets.jaccard(inter, la, lb)), note
+    return tuple(float(x) for x in sets.jaccard(inter, la, lb)), tuple(counts.tolist()), note
 
 
 def _views(groups: list[dict], docs, params: ShingleParams) -> tuple[list[PairView], str]:
@@ -415,23 +424,34 @@ def _scurve(data: ReportData) -> dict:
     ax.set(xlabel="Jaccard similarity s", ylabel="probability of being a candidate", xlim=(0, 1), ylim=(0, 1.02))
     ax.legend(loc="upper left", frameon=False, fontsize=7)
     return _figure(fig, "scurve", f"S-curve of b = {b} bands of r = {r} rows, threshold {t}, "
-                                  f"{len(data.verified)} verified pairs on it")
+                                  f"{_verified_pairs(data)} verified pairs on it")
+
+
+def _pairs(scores: tuple, counts: tuple) -> int:
+    """The document pairs that scores of entries stand for."""
+    return sum(counts) if counts else len(scores)
+
+
+def _verified_pairs(data: ReportData) -> int:
+    return _pairs(data.verified, data.verified_counts)
 
 
 def _histogram(data: ReportData) -> dict:
     fig, ax = _new_figure()
     edges = np.linspace(0, 1, 51)
+    verified_weights = np.asarray(data.verified_counts or np.ones(len(data.verified)), dtype=float)
     ax.hist([np.asarray(data.rejected), np.asarray(data.verified)], bins=edges, stacked=True,
+            weights=[np.asarray(data.rejected_counts or np.ones(len(data.rejected)), dtype=float), verified_weights],
             color=["#bbbbbb", "#1f4e8c"], hatch=["//", None], edgecolor="#333", linewidth=0.4,
-            label=[f"rejected (< threshold): {len(data.rejected)}" + (f" ({data.rejected_note})"
-                                                                       if data.rejected_note else ""),
-                   f"verified (>= threshold): {len(data.verified)}"])
+            label=[f"rejected (< threshold): {_pairs(data.rejected, data.rejected_counts)}"
+                   + (f" ({data.rejected_note})" if data.rejected_note else ""),
+                   f"verified (>= threshold): {_verified_pairs(data)}"])
     if data.threshold is not None:
         ax.axvline(data.threshold, color="#444", linestyle="--")
     ax.set(xlabel="exact Jaccard of candidate pairs", ylabel="pairs", xlim=(0, 1))
     ax.legend(loc="upper left", frameon=False, fontsize=7)
-    return _figure(fig, "jaccard", f"Histogram of exact Jaccard: {len(data.verified)} verified, "
-                                   f"{len(data.rejected)} rejected candidate pairs")
+    return _figure(fig, "jaccard", f"Histogram of exact Jaccard: {_verified_pairs(data)} verified, "
+                                   f"{_pairs(data.rejected, data.rejected_counts)} rejected candidate pairs")
 
 
 def _group_sizes(sizes: list[int]) -> dict:

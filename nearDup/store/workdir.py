@@ -15,16 +15,21 @@
       signature/part-00000.npy         uint32 (n_docs, num_perm)
       band/part-00000.npy              uint64 (n_docs, bands)
       candidates/KEY.order.npy         int64: the global numbers of the documents that can pair, in id order
-      candidates/KEY.pairs.npy         int64 (m, 2) global document numbers, a < b, sorted
+      candidates/KEY.classes.npy       int64 (n,): each document's copy class, the smallest number with its set
+                                       (-1: cannot pair); pipeline.copies
+      candidates/KEY.pairs.npy         int64 (m, 2) class pairs of small buckets, a <= b, sorted: (A, B) stands for
+                                       A x B, (A, A) for the pairs within class A
       candidates/KEY.counts.npy        int64 (m,): in how many bands each pair shares a bucket
+      candidates/KEY.stars.npy         int64 (s, 2) document pairs of buckets over --max-bucket (anchor stars)
+      candidates/KEY.star_counts.npy   int64 (s,): in how many bands each star pair does
       candidates/KEY.index-000.keys.npy  the band index, 4 bands a file: uint64 (bands, n) each band's keys sorted,
       candidates/KEY.index-000.docs.npy  and int64 (bands, n) their documents (read by the next run and by query)
       candidates/KEY.large_buckets.jsonl  buckets too large for all pairs: band, anchor, size, key
-      verify/KEY.checked.npy           int64 (m, 2) every candidate pair verified so far (reused by the next run)
-      verify/KEY.pairs.npy             int64 (m, 2) verified pairs (global numbers)
+      verify/KEY.checked.npy           int64 (m, 2) every candidate entry verified so far (reused by the next run)
+      verify/KEY.pairs.npy             int64 (m, 2) verified entries: class pairs (as in candidates) and star pairs
       verify/KEY.scores.npy            float64 (m, 2): exact Jaccard, signature estimate
-      verify/KEY.sizes.npy             int64 (m, 2): |A ∩ B|, |A ∪ B| of the verified pairs
-      verify/KEY.pairs.jsonl           the verified pairs with ids and scores, best first
+      verify/KEY.sizes.npy             int64 (m, 2): |A ∩ B|, |A ∪ B| of the verified entries
+      verify/KEY.pairs.jsonl           the verified pairs with ids and scores, best first (classes expanded)
       cluster/KEY.clusters.jsonl       duplicate groups: keeper, members with Jaccard against it, bounds
       <stage>/part-00000.done.json     written last: the partition's key and counts (resume skips it)
 

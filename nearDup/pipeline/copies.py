@@ -1,0 +1,252 @@
+"""Copies: documents with identical shingle sets, paired, verified and grouped once per set.
+
+Documents whose shingle sets are equal (copies of one text, whatever their names) form a *class*, labelled by its
+smallest global number. Equal sets have equal signatures, hence equal band keys in every band, so a class always
+falls whole into one bucket of each band. A bucket of up to --max-bucket documents gives every pair of its
+documents: that is, for its distinct classes A, B, ... the *class pairs* (A, B), standing for the |A| x |B| pairs
+A x B, and (A, A) for a class of two or more, standing for its |A| (|A| - 1) / 2 pairs (lsh.class_bucket_pairs). A
+bucket over --max-bucket gives its star pairs document by document, as before: they are linear in its size.
+
+All pairs that a class pair stands for have the same exact Jaccard, signature estimate and set sizes (the sets
+are the same), so verification checks it once, through the labels; (A, A) is Jaccard 1. The pairs themselves are
+made only as they are written (`expanded_pairs`), in the order of the listing, a bounded number at a time; the
+grouping stage takes a class as a star of edges to its first document (`class_edges`), and the weighted degree of
+each document in closed form (`class_degree`). 3,000 copies are one entry, not 4.5 million.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+
+from ..kernels import lsh, sets
+from ..kernels.hashing import U64, combine, fmix64
+from ..store.manifest import ShingleRecord
+from ..store.workdir import WorkDir
+from .driver import PartitionArrays, part_starts, require
+from .shingle import load_catalog
+
+DIGEST_SEED = 0x636F7079
+CONFIRM_BATCH = 20_000  # documents whose sets are gathered at once to confirm that they are equal
+EXPAND_CHUNK = 100_000  # expanded pairs made and sorted at once, about
+
+
+def copy_classes(work: WorkDir, shingle_record: ShingleRecord, order: np.ndarray, documents: int) -> np.ndarray:
+    """label (int64, one per global number): -1 for a document that cannot pair (not in `order`), else the smallest
+    number of the documents in `order` whose shingle set is equal to its own.
+
+    Candidates are found by a digest of each document's band keys (equal sets have equal keys), then by the
+    fingerprint of identical_sets (length, sum of fmix64 of the elements), then confirmed element by element
+    against the first of their group: a hash alone never joins two documents. A document's label depends only on
+    the documents with its band keys, so it changes only when one of those is added or removed (what an
+    incremental candidates run relies on: such a change touches the class's bucket in every band)."""
+    label = np.full(documents, -1, np.int64)
+    members = np.sort(np.asarray(order, np.int64))
+    label[members] = members
+    if len(members) < 2:
+        return label
+    digest = _band_digest(work, shingle_record)[members]
+    by = np.argsort(digest, kind="stable")  # ascending numbers within a digest
+    d = digest[by]
+    starts = np.flatnonzero(np.r_[True, d[1:] != d[:-1]])
+    size = np.diff(np.r_[starts, len(d)])
+    shared = np.repeat(size, size) > 1
+    docs, group = members[by][shared], np.repeat(np.arange(len(size)), size)[shared]
+    if not len(docs):
+        return label
+    shingles = PartitionArrays(work, "shingle", ("values.npy", "offsets.npy"), shingle_record.shard_numbers)
+    first = np.flatnonzero(np.r_[True, group[1:] != group[:-1]])  # whole digest groups in a batch
+    cuts = first[np.r_[True, np.diff(first // CONFIRM_BATCH) > 0]]
+    for lo, hi in zip(cuts.tolist(), np.r_[cuts[1:], len(docs)].tolist()):
+        label[docs[lo:hi]] = docs[lo:hi][_equal_to_first(shingles, part_starts(shingle_record), docs[lo:hi],
+                                                         group[lo:hi])]
+    return label
+
+
+def _band_digest(work: WorkDir, shingle_record: ShingleRecord) -> np.ndarray:
+    """A uint64 digest of each stored document's band keys, all bands."""
+    out = []
+    for n in shingle_record.shard_numbers:
+        keys = work.load_array(work.part("band", n, "npy"), "band", mmap=True)
+        out.append(combine((keys[:, j] for j in range(keys.shape[1])), DIGEST_SEED) if len(keys)
+                   else np.empty(0, U64))
+    return np.concatenate(out) if out else np.empty(0, U64)
+
+
+def _equal_to_first(shingles: PartitionArrays, starts: np.ndarray, docs: np.ndarray, group: np.ndarray) -> np.ndarray:
+    """For documents docs (ascending within each group): the index of the first document of their group whose set
+    is equal to theirs, element for element."""
+    values, lengths = sets.gather_sets(shingles, starts, docs)
+    offsets = np.cumsum(lengths) - lengths
+    n = len(docs)
+    sums = np.zeros(n, U64)
+    full = np.flatnonzero(lengths)
+    if len(full):
+        sums[full] = np.add.reduceat(fmix64(values.astype(U64)), offsets[full])
+    pending = np.lexsort((np.arange(n), sums, lengths, group))
+    first = np.empty(n, np.int64)
+    while len(pending):  # a fingerprint collision leaves its documents for another round; almost never
+        key = np.stack([group[pending], lengths[pending], sums[pending].view(np.int64)])
+        new = np.r_[True, (key[:, 1:] != key[:, :-1]).any(axis=0)]
+        leader = pending[np.flatnonzero(new)[np.cumsum(new) - 1]]
+        mismatch = values[sets.ranges(offsets[pending], lengths[pending])] != \
+            values[sets.ranges(offsets[leader], lengths[pending])]
+        differs = np.bincount(np.repeat(np.arange(len(pending)), lengths[pending])[mismatch],
+                              minlength=len(pending)) > 0
+        first[pending[~differs]] = leader[~differs]
+        pending = pending[differs]
+    return first
+
+
+def class_sizes(label: np.ndarray) -> np.ndarray:
+    """Documents per class, by label (0 where a number labels no class)."""
+    return np.bincount(label[label >= 0], minlength=len(label))
+
+
+def expanded_count(class_pairs: np.ndarray, stars: np.ndarray, size: np.ndarray) -> int:
+    """How many document pairs class pairs and (uncovered) star pairs stand for."""
+    a, b = size[class_pairs[:, 0]], size[class_pairs[:, 1]]
+    return int(np.where(class_pairs[:, 0] == class_pairs[:, 1], a * (a - 1) // 2, a * b).sum()) + len(stars)
+
+
+def among(pairs: np.ndarray, known: np.ndarray) -> np.ndarray:
+    """Which of pairs are rows of known (pairs sorted by pair code)."""
+    codes, known_codes = lsh.pair_codes(pairs), lsh.pair_codes(known)
+    if not len(known_codes):
+        return np.zeros(len(codes), bool)
+    return known_codes[np.minimum(np.searchsorted(known_codes, codes), len(known_codes) - 1)] == codes
+
+
+def verified_entries(work: WorkDir) -> ClassPairs:
+    """The verified entries of a work dir (verify's pairs.npy), as ClassPairs."""
+    pairs = work.load_array(work.current("verify", "pairs.npy"), "verify")
+    class_pairs = work.load_array(work.current("candidates", "pairs.npy"), "candidates")
+    return ClassPairs(pairs, among(pairs, class_pairs), work.load_array(work.current("candidates", "classes.npy"),
+                                                                         "candidates"))
+
+
+def uncovered(stars: np.ndarray, class_pairs: np.ndarray, label: np.ndarray) -> np.ndarray:
+    """Which star pairs are not among the pairs of a class pair (the same classes in another band, small there)."""
+    return ~among(np.sort(label[stars], axis=1), class_pairs)
+
+
+class ClassPairs:
+    """Entries (pairs (m, 2), a <= b; is_class: a class pair, else a star pair of two documents) as lists of
+    documents: a class pair's sides are its classes, a star pair's sides its two documents alone. List i holds
+    members[offsets[i]:offsets[i] + lengths[i]], ascending (its first is the class's label); side_a, side_b: each
+    entry's lists; intra: the entry stands for the pairs within one class."""
+
+    def __init__(self, pairs: np.ndarray, is_class: np.ndarray, label: np.ndarray):
+        heads = np.where(is_class[:, None], pairs, -1 - pairs)  # a class by its label, a lone document by -1 - n
+        keys = sets.sorted_unique(heads.ravel())
+        classes, lone = keys[keys >= 0], -1 - keys[keys < 0]
+        wanted = np.zeros(len(label) + 1, bool)  # (label -1 reads the last, False)
+        wanted[classes] = True
+        docs = np.flatnonzero(wanted[label])
+        docs = docs[np.argsort(label[docs], kind="stable")]  # by class, ascending within
+        self.members = np.concatenate([lone, docs]).astype(np.int64)  # in the order of keys: lone ones first
+        self.lengths = np.concatenate([np.ones(len(lone), np.int64), class_sizes(label)[classes]]).astype(np.int64)
+        self.offsets = np.cumsum(self.lengths) - self.lengths
+        self.side_a, self.side_b = (np.searchsorted(keys, heads[:, i]) for i in (0, 1))
+        self.intra = self.side_a == self.side_b
+
+    def count(self) -> np.ndarray:
+        """Document pairs per entry."""
+        a, b = self.lengths[self.side_a], self.lengths[self.side_b]
+        return np.where(self.intra, a * (a - 1) // 2, a * b)
+
+    def occurrences(self, keep: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(list, other list, entry) of each side of the entries kept: side A of every entry, side B of the
+        entries across two lists; a pair of the entry has one end in list and the other in other list."""
+        keep = np.ones(len(self.side_a), bool) if keep is None else keep
+        cross = keep & ~self.intra
+        return (np.r_[self.side_a[keep], self.side_b[cross]], np.r_[self.side_b[keep], self.side_a[cross]],
+                np.r_[np.flatnonzero(keep), np.flatnonzero(cross)])
+
+    def spread(self, lists: np.ndarray) -> np.ndarray:
+        """Positions in members of the members of lists, list after list."""
+        return sets.ranges(self.offsets[lists], self.lengths[lists])
+
+
+def class_edges(entries: ClassPairs) -> np.ndarray:
+    """Edges (a < b) with the components of the entries' pairs within every union of whole lists: the first
+    document of each side to every member of the other (for (A, A): to every other member of A), a spanning tree
+    of A x B or of the pairs within A."""
+    lists, other, _ = entries.occurrences()
+    heads = entries.members[entries.offsets[lists]]
+    edges = np.stack([np.repeat(heads, entries.lengths[other]), entries.members[entries.spread(other)]], axis=1)
+    return np.sort(edges[edges[:, 0] != edges[:, 1]], axis=1)
+
+
+def class_degree(entries: ClassPairs, weights: np.ndarray, n: int, mask: np.ndarray | None = None) -> np.ndarray:
+    """Each document's sum of the weights of the pairs the entries stand for (those with both ends in mask, if
+    given: lists are whole inside it or outside): a member of A has |B| pairs of entry (A, B), |A| - 1 of (A, A)."""
+    out = np.zeros(n)
+    keep = None if mask is None else (mask[entries.members[entries.offsets[entries.side_a]]]
+                                      & mask[entries.members[entries.offsets[entries.side_b]]])
+    lists, other, entry = entries.occurrences(keep)
+    partners = entries.lengths[other] - (other == lists)
+    np.add.at(out, entries.members[entries.spread(lists)],
+              np.repeat(weights[entry] * partners, entries.lengths[lists]))
+    return out
+
+
+def expanded_pairs(entries: ClassPairs, rank: np.ndarray, score: np.ndarray) -> Iterator[tuple[np.ndarray, ...]]:
+    """The document pairs of the entries, best first (score descending), then by (rank of the lower, rank of the
+    higher): chunks of (lower rank, higher rank, entry), each about EXPAND_CHUNK pairs or one document's.
+
+    rank: int64, each member's place in id order (indexed by global number). Each pair is made once, from its
+    lower-ranked end: an occurrence (document x of a list, the other list, entry) makes x's pairs with the other
+    list's members ranked after x. Occurrences are sorted by (score level, rank of x), counted, and cut into
+    chunks between documents, so each chunk's pairs, sorted, are the next part of the listing."""
+    if not len(score):
+        return
+    level = np.searchsorted(sets.sorted_unique(-score), -score)
+    list_of = np.repeat(np.arange(len(entries.lengths)), entries.lengths)
+    member_rank = rank[entries.members]
+    member_rank = member_rank[np.lexsort((member_rank, list_of))]  # by rank within each list
+    width = int(member_rank.max()) + 1
+    key = list_of * width + member_rank  # ascending
+    lists, other, entry = entries.occurrences()
+    own = member_rank[entries.spread(lists)]
+    other, entry = (np.repeat(x, entries.lengths[lists]) for x in (other, entry))
+    start = np.searchsorted(key, other * width + own, side="right")  # the first member of other ranked after own
+    count = entries.offsets[other] + entries.lengths[other] - start
+    lev = level[entry]
+    order = np.lexsort((own, lev))
+    order = order[count[order] > 0]
+    own, start, count, entry, lev = own[order], start[order], count[order], entry[order], lev[order]
+    if not len(own):
+        return
+    runs = np.flatnonzero(np.r_[True, (lev[1:] != lev[:-1]) | (own[1:] != own[:-1])])
+    block = (np.cumsum(count) - count)[runs] // EXPAND_CHUNK
+    cuts = runs[np.r_[True, block[1:] != block[:-1]]]
+    for lo, hi in zip(cuts.tolist(), np.r_[cuts[1:], len(own)].tolist()):
+        c = count[lo:hi]
+        a, b = np.repeat(own[lo:hi], c), member_rank[sets.ranges(start[lo:hi], c)]
+        e = np.repeat(entry[lo:hi], c)
+        at = np.lexsort((b, a, np.repeat(lev[lo:hi], c)))
+        yield a[at], b[at], e[at]
+
+
+def ranked(ids: dict[int, str]) -> tuple[list[str], np.ndarray]:
+    """(the ids sorted, rank of each global number among them (-1: not among them)): the order of the listing."""
+    numbers = np.array(sorted(ids), dtype=np.int64)
+    rank = np.full(int(numbers[-1]) + 1 if len(numbers) else 0, -1, np.int64)
+    rank[numbers[sorted(range(len(numbers)), key=lambda i: ids[int(numbers[i])])]] = np.arange(len(numbers))
+    return sorted(ids.values()), rank
+
+
+def stored_records(work: WorkDir) -> Iterator[dict]:
+    """The verified pairs of a work dir as the records of its pairs.jsonl (keys sorted), in its order, made from
+    the stored entries as they are asked for instead of parsing millions of lines of JSON."""
+    entries = verified_entries(work)
+    scores = work.load_array(work.current("verify", "scores.npy"), "verify")
+    values = list(zip(scores.tolist(), work.load_array(work.current("verify", "sizes.npy"), "verify").tolist()))
+    names, rank = ranked(load_catalog(work, require(work, ShingleRecord)).ids_of(
+        sets.sorted_unique(entries.members).tolist()))
+    for lo, hi, at in expanded_pairs(entries, rank, scores[:, 0]):
+        for a, b, e in zip(lo.tolist(), hi.tolist(), at.tolist()):
+            (similarity, estimate), (inter, union) = values[e]
+            yield {"a": names[a], "b": names[b], "estimate": estimate, "intersection": inter, "jaccard": similarity,
+                   "union": union}

@@ -1,0 +1,203 @@
+"""Copies of one text pair, verify and group once (issue 17 item 12): the listing and the groups are what pairing
+every document gives, checked against brute force and against the document-by-document bucket kernel."""
+from __future__ import annotations
+
+import itertools
+import json
+import random
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from nearDup.kernels import lsh
+from nearDup.pipeline import copies
+
+from conftest import brute_force_pairs, reference_shingles
+
+WORDS = [f"w{i}" for i in range(5000)]
+
+
+def neardup(*args) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "nearDup", *map(str, args)], capture_output=True)
+
+
+def corpus(folder: Path, copies_of_base: int, rng: random.Random) -> dict[str, str]:
+    """copies_of_base copies of one text; 3 edits of it (one of them copied 4 times); two copies of another text;
+    unrelated texts. Every file has the same mtime, so keepers follow centrality, then names."""
+    base = [rng.choice(WORDS) for _ in range(200)]
+    texts = {f"c{i:04d}.txt": " ".join(base) for i in range(copies_of_base)}
+    for e in range(3):
+        edited = list(base)
+        for at in rng.sample(range(200), 1 + e):
+            edited[at] = rng.choice(WORDS)
+        for c in range(4 if e == 1 else 1):
+            texts[f"edit{e}-{c}.txt"] = " ".join(edited)
+    other = " ".join(rng.choice(WORDS) for _ in range(150))
+    texts.update({"other-a.txt": other, "other-b.txt": other})
+    texts.update({f"u{i}.txt": " ".join(rng.choice(WORDS) for _ in range(100)) for i in range(5)})
+    folder.mkdir()
+    for name, text in texts.items():
+        (folder / name).write_text(text)
+    return {str(folder / name): text for name, text in texts.items()}
+
+
+def distinct(texts: dict[str, str], threshold: float) -> tuple[dict[str, list[str]], dict]:
+    """(names of each distinct text (equal strings), brute_force_pairs of the distinct texts): the pairs of every
+    name, computed once per text instead of intersecting 4.5 million pairs of equal sets in Python."""
+    names: dict[str, list[str]] = {}
+    for name, text in sorted(texts.items()):
+        names.setdefault(text, []).append(name)
+    return names, brute_force_pairs({text: text for text in names}, threshold)
+
+
+def all_pairs(texts: dict[str, str], threshold: float) -> dict:
+    """brute_force_pairs(texts, threshold), through distinct()."""
+    names, found = distinct(texts, threshold)
+    out = {pair: 1.0 for group in names.values() for pair in itertools.combinations(group, 2)}
+    for (x, y), j in found.items():
+        out.update({(min(a, b), max(a, b)): j for a, b in itertools.product(names[x], names[y])})
+    return out
+
+
+def expected_listing(texts: dict[str, str], threshold: float) -> list[str]:
+    """Every pair at Jaccard >= threshold, best first, then by ids, as `--print pairs` prints it."""
+    found = all_pairs(texts, threshold)
+    return [f"{j:.4f}\t{a}\t{b}" for (a, b), j in sorted(found.items(), key=lambda kv: (-kv[1], kv[0]))]
+
+
+def test_thousands_of_copies_group_as_brute_force_says(tmp_path):
+    """3,000 identical copies and near-duplicates with --max-bucket 100000: 4.5 million pairs, which took 88 s and
+    1.2 GB; one entry now. The group is brute force's: its members, each one's Jaccard against the keeper, and the
+    keeper the most central document (the copies tie; then the name)."""
+    texts = corpus(tmp_path / "docs", 3000, random.Random(5))
+    r = neardup("-w", tmp_path / "w", "run", tmp_path / "docs", "--max-bucket", 100000, "--print", "groups",
+                "--format", "jsonl")
+    assert r.returncode == 0, r.stderr
+    groups = [g for g in map(json.loads, r.stdout.decode().splitlines()) if g["type"] == "group"]
+    names, found = distinct(texts, 0.8)
+    sets = {name: reference_shingles(text) for name, text in texts.items()}
+    strength = {}  # each name's sum of Jaccard over its pairs: its copies' 1s, then the other texts'
+    for text, group in names.items():
+        near = sum(j * len(names[y if x == text else x]) for (x, y), j in found.items() if text in (x, y))
+        strength.update({name: len(group) - 1 + near for name in group})
+    members = {name for name, s in strength.items() if s > 0}
+    keeper = min(members, key=lambda name: (-round(strength[name], 9), name))
+    assert "/c0000.txt" in keeper
+    near = {name for name in members if "other" not in name}  # every edit is within 0.8 of the base text
+    assert all(len(sets[keeper] & sets[n]) / len(sets[keeper] | sets[n]) >= 0.8 for n in near)
+    big = groups[0]
+    assert big["keeper"] == keeper and big["size"] == len(near) == 3000 + 6
+    assert {m["id"] for m in big["members"]} == near
+    for m in big["members"]:
+        a, b = sets[keeper], sets[m["id"]]
+        assert m["jaccard"] == pytest.approx(len(a & b) / len(a | b), abs=1e-12)
+    assert [sorted(m["id"] for m in g["members"]) for g in groups[1:]] == \
+        [sorted(n for n in members if "other" in n)]
+    count = sum(len(g) * (len(g) - 1) // 2 for g in names.values()) + sum(len(names[x]) * len(names[y])
+                                                                         for x, y in found)
+    assert f"verify: {count} of " in r.stderr.decode()  # (not all_pairs: 4.5 million tuples in pytest's memory)
+
+
+def test_copies_list_every_pair_as_brute_force_says(tmp_path):
+    """The pairs of 300 copies and their near-duplicates, byte for byte: the classes are expanded as they are
+    printed, in the listing's order (best first, then by ids), with or without a --max-bucket that makes the
+    copies' buckets stars in every band (then the anchor's pairs only, as before)."""
+    texts = corpus(tmp_path / "docs", 300, random.Random(6))
+    r = neardup("-w", tmp_path / "w", "run", tmp_path / "docs", "--max-bucket", 100000)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.decode().splitlines() == expected_listing(texts, 0.8)
+    jsonl = neardup("-w", tmp_path / "w", "run", tmp_path / "docs", "--max-bucket", 100000, "--format", "jsonl")
+    records = [p for p in map(json.loads, jsonl.stdout.decode().splitlines()) if p.get("type", "pair") == "pair"]
+    assert [(p["a"], p["b"]) for p in records] == [tuple(line.split("\t")[1:]) for line in
+                                                   expected_listing(texts, 0.8)]
+    stars = neardup("-w", tmp_path / "w2", "run", tmp_path / "docs", "--max-bucket", 50)
+    first = min(name for name in texts if "/c" in name)
+    listed = stars.stdout.decode().splitlines()
+    assert all(first in line.split("\t") for line in listed if line.startswith("1.0000") and "/c0" in line)
+    assert set(listed) <= set(expected_listing(texts, 0.8))
+
+
+def test_class_bucket_pairs_stand_for_exactly_the_document_pairs():
+    """Against the kernel that pairs document by document: random buckets of copies, with and without buckets
+    over max_bucket, expanded, are its pairs exactly."""
+    rng = np.random.default_rng(3)
+    for trial in range(40):
+        n = int(rng.integers(2, 300))
+        sets_of = rng.integers(0, max(2, n // 3), n)  # documents with equal values are copies
+        label_of_doc = np.array([int(np.flatnonzero(sets_of == s)[0]) for s in sets_of])
+        keys = rng.integers(0, max(2, n // 20), n).astype(np.uint64)
+        keys = keys[label_of_doc]  # copies share their bucket
+        numbers = np.arange(n, dtype=np.int64)
+        rank = rng.permutation(n).astype(np.int64)
+        max_bucket = int(rng.choice([2, 5, 40, 10**6]))
+        sk, sn = lsh.band_index(keys, numbers)
+        truth, truth_large = lsh.bucket_pairs(sk, sn, max_bucket, rank)
+        class_pairs, stars, large = lsh.class_bucket_pairs(sk, sn, max_bucket, rank, label_of_doc)
+        assert np.array_equal(large, truth_large)
+        members = {c: np.flatnonzero(label_of_doc == c) for c in set(label_of_doc.tolist())}
+        got = set(map(tuple, stars.tolist()))
+        for a, b in class_pairs.tolist():
+            expanded = itertools.combinations(members[a], 2) if a == b else itertools.product(members[a], members[b])
+            got |= {(min(x, y), max(x, y)) for x, y in expanded}
+        assert got == set(map(tuple, truth.tolist())), trial
+
+
+def test_expanded_pairs_come_in_the_listing_order():
+    """expanded_pairs against sorting every pair: random classes, lone documents, entries within and across."""
+    rng = np.random.default_rng(4)
+    old = copies.EXPAND_CHUNK
+    copies.EXPAND_CHUNK = 7  # many chunks
+    try:
+        for trial in range(30):
+            n = int(rng.integers(4, 80))
+            value = rng.integers(0, max(2, n // 4), n)
+            label = np.array([int(np.flatnonzero(value == v)[0]) for v in value])
+            classes = sorted(set(label.tolist()))
+            entries = set()
+            for _ in range(int(rng.integers(1, 12))):
+                a, b = sorted(rng.choice(classes, 2).tolist())
+                entries.add((a, b, True))
+                lone = sorted(rng.choice(n, 2, replace=False).tolist())
+                if label[lone[0]] != label[lone[1]] and (min(label[lone]), max(label[lone]), True) not in entries:
+                    entries.add((lone[0], lone[1], False))
+            entries = sorted(entries)
+            pairs = np.array([(a, b) for a, b, _ in entries], np.int64)
+            is_class = np.array([c for *_, c in entries])
+            score = rng.choice([1.0, 0.9, 0.85], len(entries))
+            rank = rng.permutation(n).astype(np.int64)
+            chunks = copies.expanded_pairs(copies.ClassPairs(pairs, is_class, label), rank, score)
+            got = [(int(a), int(b), int(e)) for chunk in chunks for a, b, e in zip(*chunk)]
+            truth = []
+            for e, (a, b, is_c) in enumerate(entries):
+                sa, sb = (np.flatnonzero(label == x) if is_c else np.array([x]) for x in (a, b))
+                found = itertools.combinations(sa, 2) if is_c and a == b else itertools.product(sa, sb)
+                truth += [(min(rank[x], rank[y]), max(rank[x], rank[y]), e) for x, y in found if x != y]
+            truth.sort(key=lambda t: (-score[t[2]], t[0], t[1]))
+            assert [(a, b) for a, b, _ in got] == [(a, b) for a, b, _ in truth], trial
+            assert all(score[e] == score[t[2]] for (*_, e), t in zip(got, truth))
+    finally:
+        copies.EXPAND_CHUNK = old
+
+
+def test_an_index_pairs_a_class_whose_first_document_was_deleted(tmp_path):
+    """The class of copies is labelled by its first document; deleting it, adding another copy and editing one
+    gives, on the index, what a run from scratch gives."""
+    texts = corpus(tmp_path / "docs", 6, random.Random(7))
+    assert texts
+    index = tmp_path / "index"
+    assert neardup("run", tmp_path / "docs", "--index", index, "--partition-docs", 4).returncode == 0
+    (tmp_path / "docs" / "c0000.txt").unlink()
+    shutil.copyfile(tmp_path / "docs" / "c0001.txt", tmp_path / "docs" / "b-new.txt")
+    (tmp_path / "docs" / "c0003.txt").write_text((tmp_path / "docs" / "edit1-0.txt").read_text())
+    for extra in ([], ["--groups", "--format", "jsonl"]):
+        again = neardup("run", tmp_path / "docs", "--index", index, "--partition-docs", 4, *extra)
+        scratch = neardup("-w", tmp_path / f"scratch{len(extra)}", "run", tmp_path / "docs", "--partition-docs", 4,
+                          *extra)
+        assert again.returncode == 0 and again.stdout == scratch.stdout, again.stderr
+    files = {str(p): p.read_text() for p in (tmp_path / "docs").iterdir()}
+    assert neardup("run", tmp_path / "docs", "--index", index).stdout.decode().splitlines() == \
+        expected_listing(files, 0.8)
