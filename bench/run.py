@@ -33,6 +33,7 @@ import common  # noqa: E402
 ENGINES_SECTION = ("<!-- bench/engines.py: begin -->", "<!-- bench/engines.py: end -->")  # kept by write_report
 INCREMENTAL_SECTION = ("<!-- incremental: bench/incremental.py -->", "<!-- /incremental -->")  # kept too
 SCALING_SECTION = ("<!-- bench/scaling.py: begin -->", "<!-- bench/scaling.py: end -->")  # kept too
+HISTORY_SECTION = ("<!-- history: measured choices -->", "<!-- /history -->")  # kept too: written by hand
 PEER_TOOLS = [("neardup", 1), ("neardup", 2), ("rensa", 1), ("datasketch", 1)]
 NEARDUP_ONLY = [("neardup", 1), ("neardup", 2)]
 
@@ -323,8 +324,9 @@ def write_report(path: str, args, corpora: list[dict], results: dict, started: f
     _rest, engines = split_engines_section(path)  # sections measured by other scripts: kept as they are
     _, incremental = split_engines_section(path, INCREMENTAL_SECTION)
     _, scaling = split_engines_section(path, SCALING_SECTION)
+    _, history = split_engines_section(path, HISTORY_SECTION)
     with open(path, "w") as f:
-        f.write("\n".join(L) + "\n" + "".join(f"\n{s}" for s in (scaling, engines, incremental) if s))
+        f.write("\n".join(L) + "\n" + "".join(f"\n{s}" for s in (scaling, engines, incremental, history) if s))
 
 
 def split_engines_section(path: str, markers: tuple[str, str] = ENGINES_SECTION) -> tuple[str, str]:

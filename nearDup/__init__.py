@@ -25,7 +25,7 @@ from .errors import InputError, NearDupError, ParameterError, WorkDirError  # no
 if TYPE_CHECKING:
     from .api import Group, Index, Member, Pair, Result, find_duplicates
 
-# The API imports numpy and the pipeline (~0.1 s): only when first used, so `import nearDup` (and the command
+# The API imports numpy and the pipeline, which is slow: only when first used, so `import nearDup` (and the command
 # line's start-up, which imports this package first) stays cheap.
 _API = ("Group", "Index", "Member", "Pair", "Result", "find_duplicates")
 

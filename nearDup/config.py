@@ -53,8 +53,8 @@ class SourceParams:
     follow_links: bool = False
     null: bool = False  # paths on stdin are NUL-separated
     strict: bool = False  # a bad JSONL line stops the run instead of being skipped
-    # A partition (shard) is cut by bytes for usual documents; the count caps it for tiny ones. Each shard costs
-    # ~3-7 ms beyond its documents (its eight files, its task): 1 KB documents at 1,000 a shard spent 15% there.
+    # A partition (shard) is cut by bytes for usual documents; the count caps it for tiny ones. Each shard has a
+    # fixed cost beyond its documents (its eight files, its task), a large share for tiny documents at 1,000 a shard.
     partition_docs: int = 4000
     partition_bytes: int = 4 << 20
     # Document formats (issue 20): formats, the ones read (empty: every one text/extract.py knows); html "main"
@@ -142,7 +142,7 @@ def choose_bands(num_perm: int, threshold: float | None, bands: int | None, rows
                  work: WorkDir | None = None, stored: bool = False) -> BandParams:
     """Explicit --bands/--rows (one of them may be derived from num_perm), else (b, r) from the threshold: for an
     index (work), those it was built with for this threshold and num_perm (its parameters are fixed; choosing
-    again costs ~50 ms, a twentieth of a run that adds a few documents), else lsh.optimal_bands. stored: num_perm
+    again is a noticeable share of a run that adds a few documents), else lsh.optimal_bands. stored: num_perm
     is that of the signatures stored in work (the band stage), so the fix for too few is to re-run that stage."""
     t = threshold_or_default(threshold)
     if bands and rows:
@@ -217,7 +217,7 @@ class RunConfig:
 RANGES = {"k": (1, 64), "num_perm": (1, 8192), "seed": (0, 2**63 - 1), "bands": (1, None), "rows": (1, None),
           "max_bucket": (2, None), "min_shingles": (0, None), "min_size": (0, None), "partition_docs": (1, None)}
 # extract.FORMATS, written out: importing text/extract.py (email, zipfile, lzma...) on every start of the command
-# line cost ~40 ms; a test checks the two agree
+# line is slow; a test checks the two agree
 DOCUMENT_FORMATS = ("text", "pdf", "docx", "odt", "epub", "html", "eml", "mbox", "gz", "bz2", "xz", "zst")
 HTML_MODES = ("visible", "main")
 CHOICES = {"unit": UNITS, "whitespace": ("collapse", "remove"), "minhash": METHODS, "link": ("keeper", "connected")}

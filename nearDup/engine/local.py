@@ -208,7 +208,7 @@ def keep_freed_memory() -> None:
     By default glibc serves blocks over 128 kB-32 MB (its threshold adapts) with mmap and unmaps them on free, so
     every temporary array of every partition is fresh memory: the kernel zeroes each page on first touch (a page
     fault per 4 kB). With a fixed 32 MB threshold and 128 MB kept at the top of the heap, the shingle stage's
-    temporaries are recycled: ~4x fewer page faults and about half the system time, for ~20 MB more resident memory.
+    temporaries are recycled: far fewer page faults and less system time, for a little more resident memory.
     Forked workers inherit the setting. A no-op where malloc is not glibc's."""
     import ctypes
 

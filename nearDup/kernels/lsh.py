@@ -53,7 +53,7 @@ def error_areas(threshold: float, bands: ArrayLike, rows: ArrayLike) -> tuple[np
 FP_WEIGHT, FN_WEIGHT = 0.1, 0.9
 
 
-@functools.lru_cache(maxsize=64)  # ~50 ms a call, and a run asks in several stages
+@functools.lru_cache(maxsize=64)  # integrates FP and FN for every (b, r), and a run asks in several stages
 def optimal_bands(threshold: float, num_perm: int, fp_weight: float = FP_WEIGHT,
                   fn_weight: float = FN_WEIGHT) -> tuple[int, int]:
     """(b, r) with b*r <= num_perm minimising fp_weight * FP + fn_weight * FN (the criterion of datasketch's

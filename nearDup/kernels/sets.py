@@ -17,8 +17,8 @@ from .hashing import U64, fmix64
 
 
 def sorted_unique(values: np.ndarray) -> np.ndarray:
-    """The distinct values, ascending (sort and compare neighbours). Not np.unique: numpy 2's took 29 s on 16M
-    uint64, and its first call in a process imports numpy.ma (~10 ms, in the main process and in every worker)."""
+    """The distinct values, ascending (sort and compare neighbours). Not np.unique: numpy 2's is far slower on large
+    uint64 arrays, and its first call in a process imports numpy.ma (in the main process and in every worker)."""
     values = np.sort(values)
     if len(values) < 2:
         return values
@@ -69,7 +69,7 @@ def csr_sets(doc_index: np.ndarray, hashes: np.ndarray, n_docs: int) -> tuple[np
     """Group (doc, hash) pairs into per-document sorted unique sets: (values uint32, offsets int64 (n_docs+1,)).
 
     Each document's hashes are sorted as one row of a 2-D array (documents of similar length share an array,
-    padded with 0xFFFFFFFF): many small sorts run in cache, ~10x faster here than one sort of the (doc << 32 | hash)
+    padded with 0xFFFFFFFF): many small sorts run in cache, much faster than one sort of the (doc << 32 | hash)
     keys of a partition. The padding sorts last, and a real 0xFFFFFFFF is equal to it, so each row's first
     count entries are exactly the document's hashes, sorted; repeats are then dropped by comparing neighbours.
     """

@@ -39,8 +39,8 @@ def word_characters(code_points: np.ndarray | None = None) -> np.ndarray:
     """bool (0x110000,): the code points Python's re matches with \\w (checked for every code point by the tests),
     surrogates excluded; filled for the blocks of 4096 code points that code_points touch (None: all of them).
 
-    Built whole up front (re over a string of every code point) it took ~50 ms of every run before the first
-    partition; most text needs two blocks (Latin, and U+2000.. for punctuation such as curly quotes)."""
+    Built whole up front (re over a string of every code point) it delayed every run's first partition; most
+    text needs two blocks (Latin, and U+2000.. for punctuation such as curly quotes)."""
     needed = np.zeros(len(_WORD_BLOCKS_DONE), dtype=bool)
     needed[slice(None) if code_points is None else code_points >> _WORD_BLOCK_BITS] = True
     for block in np.flatnonzero(needed & ~_WORD_BLOCKS_DONE).tolist():
@@ -73,7 +73,7 @@ BATCH_CODE_POINTS = 1 << 18  # texts are hashed in batches this large: arrays st
 
 def prepare_word_tables() -> None:
     """Build the word kernel's per-process tables (\\w over all code points and below 256, the powers of P and
-    P^-1 for a batch): ~60 ms, page faults mostly. Called before worker processes fork, they share the tables
+    P^-1 for a batch), costly in page faults mostly. Called before worker processes fork, they share the tables
     instead of each building its own."""
     _latin1_word_bytes()
     _powers(_POLY, BATCH_CODE_POINTS + 1)
@@ -222,7 +222,7 @@ class CodePointHasher:
         return self.table[cps]
 
 
-KGRAM_BLOCK = 1 << 15  # windows hashed at a time: 256 kB uint64 temporaries (30% faster than whole arrays here)
+KGRAM_BLOCK = 1 << 15  # windows hashed at a time: 256 kB uint64 temporaries (in cache: faster than whole arrays)
 
 
 def kgram_hashes(token_hashes: np.ndarray, doc_lengths: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:

@@ -168,7 +168,7 @@ def _pair_lines(ids: dict[int, str], entries: ClassPairs, scores: np.ndarray, si
     bounded number at a time: the pairs of classes of copies are made (pipeline.copies.expanded_pairs) on each
     id's rank among the ids, for thousands of copies of one text stand for millions of pairs. Each id and each
     entry's scores are encoded once, as json.dumps(record, ensure_ascii=False, sort_keys=True) would (floats by
-    repr): 4.5 million records through json took 50 s."""
+    repr): json.dumps of every record is slow for millions of pairs."""
     names, rank = ranked(ids)
     quoted = [_JSON.encode(name) for name in names]
     tails = [f', "estimate": {estimate!r}, "intersection": {inter}, "jaccard": {similarity!r}, "union": {union}}}\n'

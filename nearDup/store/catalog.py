@@ -1,7 +1,7 @@
 """The catalog: which documents the stored shards hold now, and what a run must read to bring them up to date.
 
-One row per document of the listed shards, in global order, kept as columns (a 100,000-document index is loaded,
-matched against a fresh listing and saved again in a fraction of a second; per-row dicts took seconds). A row is
+One row per document of the listed shards, in global order, kept as columns (per-row dicts are far slower to load,
+match against a fresh listing and save again). A row is
 live while its document exists unchanged; a deleted or changed document's row is dead (its shard is append-only,
 so the row stays until its shard holds no live row or the shards are rebuilt).
 """
@@ -147,7 +147,7 @@ class Catalog:
 
 def _concatenated(columns: list[np.ndarray]) -> np.ndarray:
     """np.concatenate, but bytes columns of different widths are copied into the widest (numpy's casting of each
-    part to a common width took 0.1-0.3 s for a million ids)."""
+    part to a common width is slow for a million ids)."""
     if columns[0].dtype.kind != "S":
         return np.concatenate(columns)
     joined = np.empty(sum(map(len, columns)), f"S{max(c.dtype.itemsize for c in columns)}")

@@ -125,7 +125,7 @@ _NPY_HEADER = re.compile(rb"\{'descr': '([<>|][a-zA-Z]\d*)', 'fortran_order': Fa
 
 def _read_npy(path: Path, mmap: bool) -> np.ndarray | None:
     """An .npy file as np.load reads it (read-only when mapped), or None for a header this does not know (np.load
-    then reads it). np.load parses each header with ast.literal_eval and wraps a map in np.memmap: ~0.4 ms a
+    then reads it). np.load parses each header with ast.literal_eval and wraps a map in np.memmap: slow per
     file, and a stage that looks up rows in every shard of a million documents opens thousands of them."""
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
     try:
@@ -206,7 +206,7 @@ class WorkDir:
         # a transaction's stage records (in a Manifest) and settings, not yet in the stored manifest
         self._pending: Manifest | None = None
         self._settings: dict = {}
-        self._folders: set[str] = set()  # stage folders known to exist (a mkdir per path was a syscall per file)
+        self._folders: set[str] = set()  # stage folders known to exist (a mkdir per path would be a syscall per file)
         self._read: tuple[tuple[int, int, int], Manifest] | None = None  # the stored manifest, by file version
 
     def _claim(self, write: bool, cache: bool) -> None:

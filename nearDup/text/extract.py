@@ -107,7 +107,7 @@ class MissingExtra(ExtractError):
         super().__init__(f"reading {LABELS.get(fmt, fmt)} needs the formats extra: {PIP}", path)
 
 
-@functools.lru_cache(maxsize=256)  # importlib.metadata looks each library up on disk: ~1-2 ms a call
+@functools.lru_cache(maxsize=256)  # importlib.metadata looks each library up on disk
 def version(fmt: str, options: ExtractOptions = ExtractOptions()) -> str:
     """Cache key part for texts extracted as fmt: our extractor's number, its libraries' versions and the options
     that change the text. A compressed file's inner format is unknown until read, so it depends on them all."""

@@ -45,8 +45,8 @@ class Item(NamedTuple):
 class PackedItems:
     """A partition's items as a few columns: what a task carries to a worker, and what its key is a digest of.
 
-    A thousand Items pickled one by one (a namedtuple each) took ~2 ms to send and ~5 ms to receive per partition,
-    on a core the shingling needed; as strings and one array they take ~0.1 ms. Iterating gives the Items back."""
+    Items pickled one by one (a namedtuple each) are slow to send and receive, on a core the shingling needs;
+    strings and one array are not. Iterating gives the Items back."""
 
     def __init__(self, items: Sequence[Item]):
         self.kinds = "".join("j" if item.kind == "jsonl" else "f" for item in items)
@@ -192,11 +192,10 @@ def _walk(root: str, params: SourceParams, skipped: dict, seen: dict, every: boo
     Depth first, each folder's entries sorted with a subfolder named as its files' ids continue (name + "/"):
     then every id below an entry sorts between the ids of the entries before and after it, so files come out in
     the order list_items sorts into. Each folder is listed through an open descriptor and its files are stat-ed
-    relative to it (fstatat), so the kernel does not resolve the whole path again for each file (2.5 instead of
-    2.9-4.4 us a file here). The loop body runs once per file of a folder of a million: it is kept to plain
-    attribute reads. seen: (st_dev, st_ino) -> path of the files listed so far, looked up for every file when
-    every (several arguments, or links followed), else only for files with several hard links; links: see
-    list_items."""
+    relative to it (fstatat), so the kernel does not resolve the whole path again for each file. The loop body
+    runs once per file of a folder of a million: it is kept to plain attribute reads. seen: (st_dev, st_ino) ->
+    path of the files listed so far, looked up for every file when every (several arguments, or links followed),
+    else only for files with several hard links; links: see list_items."""
     seen_dirs = {_dir_identity(root)}
     if seen_dirs <= skip_dirs:
         return

@@ -273,8 +273,8 @@ def _bad_line(problems: dict, params: SourceParams, message: str):
 
 HEAD = 4096  # what extract.detect needs of a file's start
 # What can start a file that is not plain text: markup or header lines (HTML, e-mail, mbox), magic numbers (PDF,
-# zip, gzip, xz, zstd, bzip2, OLE) and UTF-16/32 byte order marks; one match fails on plain text in ~0.5 us, so
-# that extract.detect (~10 us) runs only on files that may need it. (A PDF may have junk before its header.)
+# zip, gzip, xz, zstd, bzip2, OLE) and UTF-16/32 byte order marks; one cheap match fails on plain text, so
+# that the costlier extract.detect runs only on files that may need it. (A PDF may have junk before its header.)
 _MAYBE_DOCUMENT = re.compile(
     rb"(?:\xef\xbb\xbf)?[ \t\r\n]*(?:<|From |[!-9;-~]+:)|%PDF-|PK\x03\x04|\x1f\x8b|\xfd7zXZ\x00|\x28\xb5\x2f\xfd|BZh"
     rb"|\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1|\xff\xfe|\xfe\xff|\x00\x00\xfe\xff")
@@ -418,7 +418,7 @@ def _store(path: str, found: dict) -> None:
         temp = f"{path}.{os.getpid()}.tmp"
         try:
             f = open(temp, "w", encoding="utf-8", errors="surrogatepass")
-        except FileNotFoundError:  # the folder's first entry (a mkdir for every entry cost ~0.3 ms on a busy disk)
+        except FileNotFoundError:  # the folder's first entry (a mkdir for every entry is costly on a busy disk)
             os.makedirs(os.path.dirname(path), exist_ok=True)
             f = open(temp, "w", encoding="utf-8", errors="surrogatepass")
         with f:
