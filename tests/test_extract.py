@@ -565,3 +565,29 @@ def test_version_changes_with_format_options_and_library():
         import pypdfium2
         assert ex.version("pdf").startswith("pdf1,pypdfium2-") and "pypdfium2" in ex.version("gz")
         assert pypdfium2 is not None
+
+
+def test_a_text_file_that_starts_with_a_tag_stays_text():
+    """IMDb's reviews are .txt files that begin with <br /><br />: read as text (markup words and all, as before
+    formats existed), not as HTML pages; a page is HTML whatever its name, and a nameless fragment is HTML."""
+    review = b"<br /><br />Summary: Not worth the film<br /><br />As an avid fan, I was disappointed."
+    assert ex.detect(review, "test/neg/2258_1.txt") == "text"
+    assert ex.detect(b"<p>one paragraph</p>", "notes.md") == "text"
+    assert ex.detect(review, "review") == "html"  # no name that says text: the tag decides
+    assert ex.detect(b"<!DOCTYPE html><p>a page</p>", "saved.txt") == "html"
+    assert ex.detect(b"<html><body>a page</body></html>", "saved.txt") == "html"
+
+
+def test_a_text_file_with_markup_is_compared_as_its_words(tmp_path):
+    """End to end: two .txt reviews starting with <br /> score the brute-force Jaccard of all their words."""
+    from conftest import reference_shingles
+
+    words = [f"w{i}" for i in range(60)]
+    a = "<br /><br />" + " ".join(words) + "<br /><br />the end"
+    b = "<br /><br />" + " ".join(words[:30] + ["changed"] + words[31:]) + "<br /><br />the end"
+    (tmp_path / "a.txt").write_text(a)
+    (tmp_path / "b.txt").write_text(b)
+    out = subprocess.run([sys.executable, "-m", "nearDup", "compare", str(tmp_path / "a.txt"), str(tmp_path / "b.txt")],
+                         capture_output=True, text=True)
+    sa, sb = reference_shingles(a), reference_shingles(b)
+    assert out.stdout.splitlines()[0] == f"jaccard\t{len(sa & sb) / len(sa | sb):.4f}", out.stderr

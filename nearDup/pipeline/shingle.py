@@ -3,6 +3,7 @@ catalog of every stored document (store.catalog). Also the documents as records 
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import asdict
 from pathlib import Path
@@ -122,72 +123,26 @@ def run(runner: Runner, args: list[str], source: SourceParams, params: ShinglePa
                    for n in np.flatnonzero(stored.live).tolist()}
         if base is not None:  # planned against the stored rows: plan again from nothing
             base, todo = None, plan(Catalog.empty(), items, source)
-    shards, counts, keys, kept, shard_bytes = [], [], [], [], []
-    if base is not None:  # keep the shards that still hold a live document (numbers shift past a dropped one)
-        start, live_rows = 0, todo.catalog.live
-        for n, count, shard_key, size in zip(base.shard_numbers, base.shard_docs, base.shard_keys, base.shard_bytes):
-            if live_rows[start:start + count].any():
-                shards.append(n)
-                counts.append(count)
-                keys.append(shard_key)
-                shard_bytes.append(size)
-                kept.append(np.arange(start, start + count))
-            start += count
-    catalog = todo.catalog.take(np.concatenate(kept)) if kept else Catalog.empty()
+    kept = _live_shards(base, todo.catalog.live) if base is not None else Shards()
+    catalog = todo.catalog.take(np.concatenate(kept.rows)) if kept.rows else Catalog.empty()
     next_shard = previous.next_shard if previous is not None else 0
-    only = {item.id: ids for item, ids in todo.todo}
-    parts, new_keys, new_shards, tasks_only, part_bytes = [], [], [], [], []
-
-    def partitions():
-        """The new partitions' numbers, as the listing completes each (filling the lists above)."""
-        items = listing.items if streamed else (item for item, _ in todo.todo)
-        for i, part in enumerate(partition(items, source)):
-            if i == 0 and params.unit == "word":
-                prepare_word_tables()  # built once, before the first task forks the workers that inherit them
-            wanted = [only.get(item.id) for item in part]
-            # ids are wanted only of JSONL items, each alone in its part (with JSONL input every item is one)
-            restriction = frozenset().union(*wanted) if any(w is not None for w in wanted) else None  # type: ignore[arg-type]
-            parts.append(PackedItems(part))
-            new_keys.append(digest("shingle", FORMAT, content, parts[-1].fingerprint(),
-                                   sorted(restriction) if restriction is not None else None))
-            new_shards.append(next_shard + i)
-            tasks_only.append(restriction)
-            part_bytes.append(parts[-1].bytes())
-            yield i
-
+    new = NewPartitions(listing.items if streamed else (item for item, _ in todo.todo), source, params, content,
+                        next_shard, {item.id: ids for item, ids in todo.todo})
     fused = ((signature.STAGE, then[0]), (band.STAGE, then[1])) if then is not None else ()
-
     reused, shingled = _map_partitions(
-        runner, "shingle", shingle_partition, new_shards, new_keys, SHINGLE_FILES,
-        lambda i: PartitionTask(str(work.root), new_shards[i], new_keys[i], params, parts[i], source,
-                                tasks_only[i], then=fused_steps(runner, fused, new_keys[i], new_shards[i])),
-        sizes=part_bytes, unit="B", nbytes=part_bytes, stream=partitions())
-    if not parts and streamed:
+        runner, "shingle", shingle_partition, new.shards, new.keys, SHINGLE_FILES,
+        lambda i: PartitionTask(str(work.root), new.shards[i], new.keys[i], params, new.parts[i], source,
+                                new.only[i], then=fused_steps(runner, fused, new.keys[i], new.shards[i])),
+        sizes=new.bytes, unit="B", nbytes=new.bytes, stream=iter(new))
+    if not new.parts and streamed:
         raise nothing
-    totals: dict = {"skipped": listing.skipped}
-    added = []
-    for i, (n, key) in enumerate(zip(new_shards, new_keys)):
-        if i in shingled:
-            done, columns = shingled[i].stats, shingled[i].columns
-        else:  # finished by an interrupted run: read back
-            done = work.part_done("shingle", n, key, SHINGLE_FILES)
-            columns = work.load_table(work.part("shingle", n, "docs.npz"), "shingle")
-        binary.update(_binary_found(parts[i], done.get("binary_ids", ())))
-        for name, value in done.items():
-            if name == "messages":
-                totals.setdefault("messages", []).extend(value)
-            elif isinstance(value, int) and name not in ("docs", "bytes"):
-                totals[name] = totals.get(name, 0) + value
-        added.append(Catalog.of_shard(columns, carried, this_run))
-        counts.append(len(added[-1]))
-        shard_bytes.append(done["bytes"])
+    added, totals = _new_shards(work, new, shingled, kept, binary, carried, this_run)
     catalog = catalog.concat(*added)
-    shards, keys = [*shards, *new_shards], [*keys, *new_keys]
-    totals.update(catalog.summary(), added=int(((catalog["added"] == this_run) & catalog.live).sum()),
-                  removed=todo.removed, renamed=todo.renamed)
+    totals.update(catalog.summary(), skipped=listing.skipped, removed=todo.removed, renamed=todo.renamed,
+                  added=int(((catalog["added"] == this_run) & catalog.live).sum()))
     if binary:  # every binary file the inputs hold now, found by this run or an earlier one
         totals["binary"] = len(binary)
-    key = digest("shingle", keys, inputs, catalog.fingerprint(), *([sorted(binary.items())] if binary else []))
+    key = digest("shingle", kept.keys, inputs, catalog.fingerprint(), *([sorted(binary.items())] if binary else []))
     catalog = Catalog(catalog.stored())  # as the next stages would load it
     catalog_path = work.output("shingle", CATALOG, key)
     work.save_table(catalog_path, catalog.columns)
@@ -195,16 +150,100 @@ def run(runner: Runner, args: list[str], source: SourceParams, params: ShinglePa
         work.save_table(work.output("shingle", BINARY, key), binary_columns(binary))
     _remember_catalog(_catalog_version(catalog_path), catalog)
     record = ShingleRecord(key=key, params=params, source=source, content=content, inputs=inputs, cwd=os.getcwd(),
-                           shard_keys=keys, shard_numbers=shards, shard_docs=counts, shard_bytes=shard_bytes,
-                           run=this_run, next_shard=next_shard + len(parts),
+                           shard_keys=kept.keys, shard_numbers=kept.numbers, shard_docs=kept.docs,
+                           shard_bytes=kept.bytes, run=this_run, next_shard=next_shard + len(new.parts),
                            files=_files(work, "shingle", key, CATALOG, *([BINARY] if binary else [])),
                            stats=ShingleStats.from_json(totals), links=listing.links or None)
     _check_documents(runner, record, params, args, listing.items if source.jsonl else ())
     work.record_stage("shingle", record)
-    runner.log(f"shingle: {_shingle_summary(record)}" + (f"; {reused} of {plural(len(parts), 'new partition')} "
+    runner.log(f"shingle: {_shingle_summary(record)}" + (f"; {reused} of {plural(len(new.parts), 'new partition')} "
                                                           "reused from an interrupted run" if reused else ""))
     _report_problems(runner, record)
     return record
+
+
+@dataclasses.dataclass
+class Shards:
+    """The shards a shingle record will list, in order: their numbers, keys, documents and bytes, and (for the
+    stored shards kept) the catalog rows of their documents."""
+
+    numbers: list[int] = dataclasses.field(default_factory=list)
+    keys: list[str] = dataclasses.field(default_factory=list)
+    docs: list[int] = dataclasses.field(default_factory=list)
+    bytes: list[int] = dataclasses.field(default_factory=list)
+    rows: list[np.ndarray] = dataclasses.field(default_factory=list)
+
+
+def _live_shards(base: ShingleRecord, live: np.ndarray) -> Shards:
+    """The stored shards that still hold a live document (live: per catalog row); the others are dropped, and the
+    global numbers of the documents after them shift down."""
+    kept, start = Shards(), 0
+    for n, count, key, size in zip(base.shard_numbers, base.shard_docs, base.shard_keys, base.shard_bytes):
+        if live[start:start + count].any():
+            kept.numbers.append(n)
+            kept.keys.append(key)
+            kept.docs.append(count)
+            kept.bytes.append(size)
+            kept.rows.append(np.arange(start, start + count))
+        start += count
+    return kept
+
+
+class NewPartitions:
+    """The new partitions of a run, made as the listing completes each (iterating yields their indices, for the
+    engine to submit their tasks while the listing goes on): their items, shard numbers, keys, bytes, and for JSONL
+    the ids wanted of each (the rest of its records are stored already)."""
+
+    def __init__(self, items, source: SourceParams, params: ShingleParams, content: dict, first_shard: int,
+                 wanted: dict):
+        self.items, self.source, self.params, self.content = items, source, params, content
+        self.first_shard, self.wanted = first_shard, wanted
+        self.parts: list[PackedItems] = []
+        self.shards: list[int] = []
+        self.keys: list[str] = []
+        self.bytes: list[int] = []
+        self.only: list[frozenset | None] = []
+
+    def __iter__(self):
+        for i, part in enumerate(partition(self.items, self.source)):
+            if i == 0 and self.params.unit == "word":
+                prepare_word_tables()  # built once, before the first task forks the workers that inherit them
+            wanted = [self.wanted.get(item.id) for item in part]
+            # ids are wanted only of JSONL items, each alone in its part (with JSONL input every item is one)
+            restriction = frozenset().union(*wanted) if any(w is not None for w in wanted) else None  # type: ignore[arg-type]
+            self.parts.append(PackedItems(part))
+            self.keys.append(digest("shingle", FORMAT, self.content, self.parts[-1].fingerprint(),
+                                    sorted(restriction) if restriction is not None else None))
+            self.shards.append(self.first_shard + i)
+            self.only.append(restriction)
+            self.bytes.append(self.parts[-1].bytes())
+            yield i
+
+
+def _new_shards(work: WorkDir, new: NewPartitions, shingled: dict, kept: Shards, binary: dict, carried: dict,
+                this_run: int) -> tuple[list[Catalog], dict]:
+    """Append the new shards to kept (in place) and return their catalogs and the problems their tasks counted;
+    binary gains the binary files they found. A shard finished by an interrupted run is read back."""
+    totals: dict = {}
+    added = []
+    for i, (n, key) in enumerate(zip(new.shards, new.keys)):
+        if i in shingled:
+            done, columns = shingled[i].stats, shingled[i].columns
+        else:
+            done = work.part_done("shingle", n, key, SHINGLE_FILES)
+            columns = work.load_table(work.part("shingle", n, "docs.npz"), "shingle")
+        binary.update(_binary_found(new.parts[i], done.get("binary_ids", ())))
+        for name, value in done.items():
+            if name == "messages":
+                totals.setdefault("messages", []).extend(value)
+            elif isinstance(value, int) and name not in ("docs", "bytes"):
+                totals[name] = totals.get(name, 0) + value
+        added.append(Catalog.of_shard(columns, carried, this_run))
+        kept.numbers.append(n)
+        kept.keys.append(key)
+        kept.docs.append(len(added[-1]))
+        kept.bytes.append(done["bytes"])
+    return added, totals
 
 
 _CATALOGS: dict[tuple | None, Catalog] = {}  # loaded once per process: several stages of a run read the same catalog

@@ -129,6 +129,10 @@ def version(fmt: str, options: ExtractOptions = ExtractOptions()) -> str:
 
 _HTML_TAGS = ("<!doctype html", "<html", "<head", "<body", "<script", "<iframe", "<h1", "<div", "<font", "<table",
               "<a", "<style", "<title", "<b", "<br", "<p", "<!--")
+_HTML_DOCUMENT = ("<!doctype html", "<html", "<head", "<body")  # a page, whatever the file's name
+# Names that say plain text: a review or a note that merely starts with <br /> or <p> stays text (IMDb's reviews do),
+# unless it opens as a whole HTML document.
+_TEXT_NAMES = (".txt", ".text", ".md", ".markdown", ".rst", ".csv", ".tsv", ".log", ".json", ".jsonl", ".ndjson")
 _HEADER = re.compile(r"([!-9;-~]+):")
 _MAIL_HEADERS = {"from", "to", "cc", "subject", "date", "message-id", "received", "return-path", "mime-version",
                  "content-type", "reply-to", "delivered-to", "sender", "in-reply-to", "references", "x-mailer"}
@@ -157,7 +161,8 @@ def detect(head: bytes, name: str = "") -> str:
     low = text[:1024].lower()
     if low.startswith("<?xml") and ("<html" in low or "xhtml" in low):
         return "html"
-    for tag in _HTML_TAGS:
+    text_name = name.lower().endswith(_TEXT_NAMES)
+    for tag in _HTML_DOCUMENT if text_name else _HTML_TAGS:
         if low.startswith(tag) and low[len(tag):len(tag) + 1] in (" ", ">", "\t", "\n", "\r", "/", "-"):
             return "html"
     lines = text.split("\n", 60)
