@@ -10,8 +10,8 @@ from ..config import (
     choose_bands,
 )
 from ..kernels import lsh
-from ..report.printer import plural
 from ..store.manifest import BandRecord, SignatureRecord
+from ..wording import plural
 from .driver import Runner, ShardStage, require, run_shard_stage
 
 

@@ -10,9 +10,9 @@ from ..config import (
     VerifyParams,
 )
 from ..kernels import lsh, sets
-from ..report.printer import plural
 from ..store.manifest import CandidatesRecord, ShingleRecord, SignatureRecord, VerifyBasis, VerifyRecord, VerifyStats
 from ..store.workdir import WorkDir
+from ..wording import plural
 from .driver import PartitionArrays, Runner, _absolute, _begin, _files, _up_to_date, part_starts, require
 from .results import recall_warning
 from .shingle import load_catalog
