@@ -10,6 +10,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import re
 from typing import TYPE_CHECKING, NoReturn
 
 from .errors import ParameterError
@@ -106,10 +107,35 @@ class CandidateParams:
     min_size: int = 0  # bytes of text
 
 
+# The keeper rules (pipeline.groups.KeeperRules applies them), checked here with the other options.
+RULES = ("longest", "shortest", "oldest", "newest", "first", "nocopy", "central", "shallowest", "alpha", "prefer")
+# A name that says "copy" is the surest sign of a copy; then the version closest to all the others (what they were
+# made from, in a group of three or more); then time (reset by clones, checkouts, copies and archive extraction,
+# so it often ties), depth, and the name, so the choice never depends on listing order (README).
+DEFAULT_RULES = ("first", "nocopy", "central", "oldest", "shallowest", "alpha")
+
+
+def keeper_order(keep: str | None, prefer: str | None = None) -> tuple[str, ...]:
+    """The rules of --keep (comma-separated; None: DEFAULT_RULES) in order, checked, and --prefer checked to be a
+    regular expression; with --prefer, "prefer" comes first unless --keep places it."""
+    order = DEFAULT_RULES if keep is None else tuple(r.strip() for r in keep.split(",") if r.strip())
+    unknown = [r for r in order if r not in RULES]
+    if unknown:
+        raise ParameterError(f"--keep: unknown rule {unknown[0]!r}; choose from {', '.join(RULES)}")
+    if prefer is not None:
+        try:
+            re.compile(prefer)
+        except re.error as e:
+            raise ParameterError(f"--prefer: not a regular expression ({e})") from None
+        if "prefer" not in order:
+            order = ("prefer", *order)
+    return order
+
+
 @dataclasses.dataclass(frozen=True)
 class ClusterParams:
     link: str = "keeper"  # or "connected"
-    keep: tuple[str, ...] = ("first", "nocopy", "central", "oldest", "shallowest", "alpha")
+    keep: tuple[str, ...] = DEFAULT_RULES
     prefer: str | None = None
 
 
@@ -253,9 +279,7 @@ def resolve(*, unit: str = "word", k: int = 5, whitespace: str = "collapse", str
     if threshold is not None and (isinstance(threshold, bool) or not isinstance(threshold, (int, float))
                                   or not 0 < threshold <= 1):  # nan fails both comparisons
         raise ParameterError(f"--threshold: {threshold!r} is not in the range 0<x<=1")
-    from .pipeline.groups import DEFAULT_RULES, KeeperRules  # the rules live with the grouping they order
-
-    rules = KeeperRules.parse(keep if keep is not None else ",".join(DEFAULT_RULES), prefer)
+    keeper_rules = keeper_order(keep, prefer)
     if bands or rows:  # too many for num_perm
         choose_bands(num_perm, threshold, bands, rows)
     return RunConfig(
@@ -268,7 +292,7 @@ def resolve(*, unit: str = "word", k: int = 5, whitespace: str = "collapse", str
         signature=SignatureParams(num_perm, seed, minhash),
         candidates=CandidateParams(max_bucket, min_shingles, min_size),
         verify=VerifyParams(threshold_or_default(threshold)),
-        cluster=ClusterParams(link, rules.order, rules.prefer),
+        cluster=ClusterParams(link, keeper_rules, prefer),
         threshold=threshold, bands=bands, rows=rows, references=_strings(references))
 
 
