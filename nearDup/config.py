@@ -10,12 +10,10 @@ import dataclasses
 import hashlib
 import json
 import os
-from typing import TYPE_CHECKING, NoReturn
+import re
+from typing import NoReturn
 
 from .errors import ParameterError
-
-if TYPE_CHECKING:
-    from .store.workdir import WorkDir
 
 FORMAT = 5  # work-dir data format; bump when stored bytes change meaning (hash functions, layouts)
 UNITS = ("word", "char")
@@ -106,10 +104,35 @@ class CandidateParams:
     min_size: int = 0  # bytes of text
 
 
+# The keeper rules (pipeline.groups.KeeperRules applies them), checked here with the other options.
+RULES = ("longest", "shortest", "oldest", "newest", "first", "nocopy", "central", "shallowest", "alpha", "prefer")
+# A name that says "copy" is the surest sign of a copy; then the version closest to all the others (what they were
+# made from, in a group of three or more); then time (reset by clones, checkouts, copies and archive extraction,
+# so it often ties), depth, and the name, so the choice never depends on listing order (README).
+DEFAULT_RULES = ("first", "nocopy", "central", "oldest", "shallowest", "alpha")
+
+
+def keeper_order(keep: str | None, prefer: str | None = None) -> tuple[str, ...]:
+    """The rules of --keep (comma-separated; None: DEFAULT_RULES) in order, checked, and --prefer checked to be a
+    regular expression; with --prefer, "prefer" comes first unless --keep places it."""
+    order = DEFAULT_RULES if keep is None else tuple(r.strip() for r in keep.split(",") if r.strip())
+    unknown = [r for r in order if r not in RULES]
+    if unknown:
+        raise ParameterError(f"--keep: unknown rule {unknown[0]!r}; choose from {', '.join(RULES)}")
+    if prefer is not None:
+        try:
+            re.compile(prefer)
+        except re.error as e:
+            raise ParameterError(f"--prefer: not a regular expression ({e})") from None
+        if "prefer" not in order:
+            order = ("prefer", *order)
+    return order
+
+
 @dataclasses.dataclass(frozen=True)
 class ClusterParams:
     link: str = "keeper"  # or "connected"
-    keep: tuple[str, ...] = ("first", "nocopy", "central", "oldest", "shallowest", "alpha")
+    keep: tuple[str, ...] = DEFAULT_RULES
     prefer: str | None = None
 
 
@@ -139,11 +162,12 @@ def banding_threshold(threshold: float) -> float:
 
 
 def choose_bands(num_perm: int, threshold: float | None, bands: int | None, rows: int | None,
-                 work: WorkDir | None = None, stored: bool = False) -> BandParams:
-    """Explicit --bands/--rows (one of them may be derived from num_perm), else (b, r) from the threshold: for an
-    index (work), those it was built with for this threshold and num_perm (its parameters are fixed; choosing
-    again is a noticeable share of a run that adds a few documents), else lsh.optimal_bands. stored: num_perm
-    is that of the signatures stored in work (the band stage), so the fix for too few is to re-run that stage."""
+                 kept: BandParams | None = None, stored_in: str | None = None) -> BandParams:
+    """Explicit --bands/--rows (one of them may be derived from num_perm), else (b, r) from the threshold: kept, the
+    choice an index made for this threshold and num_perm (pipeline.band.kept_bands: its parameters are fixed, and
+    choosing again is a noticeable share of a run that adds a few documents), else lsh.optimal_bands.
+    stored_in: the work dir whose stored signatures have num_perm (the band stage), so the fix for too few is to
+    re-run that stage."""
     t = threshold_or_default(threshold)
     if bands and rows:
         params = BandParams(bands, rows, None)
@@ -154,13 +178,13 @@ def choose_bands(num_perm: int, threshold: float | None, bands: int | None, rows
     else:
         from .kernels import lsh  # numpy: not imported by `import nearDup`
 
-        params = _index_bands(work, num_perm, t) or BandParams(*lsh.optimal_bands(banding_threshold(t), num_perm), t)
+        params = kept or BandParams(*lsh.optimal_bands(banding_threshold(t), num_perm), t)
     if params.bands < 1 or params.rows < 1 or params.bands * params.rows > num_perm:
-        _too_few_permutations(num_perm, bands, rows, work if stored else None)
+        _too_few_permutations(num_perm, bands, rows, stored_in)
     return params
 
 
-def _too_few_permutations(num_perm: int, bands: int | None, rows: int | None, stored: WorkDir | None) -> NoReturn:
+def _too_few_permutations(num_perm: int, bands: int | None, rows: int | None, stored_in: str | None) -> NoReturn:
     """Say which of --bands/--rows asks for more than num_perm rows (b x r <= num_perm), and the two fixes."""
     need = (bands or 1) * (rows or 1)
     if bands and rows:
@@ -170,31 +194,19 @@ def _too_few_permutations(num_perm: int, bands: int | None, rows: int | None, st
         what, lower = f"--bands {bands} (one row each at least)", f"lower --bands to at most {num_perm}"
     else:
         what, lower = f"--rows {rows} (in one band at least)", f"lower --rows to at most {num_perm}"
-    if stored is None:
+    if stored_in is None:
         raise ParameterError(f"{what} needs {need} permutations but --num-perm is {num_perm}; raise --num-perm to "
                              f"{need} or {lower}")
     options = " ".join(f"--{name} {value}" for name, value in (("bands", bands), ("rows", rows)) if value)
     raise ParameterError(f"{what} needs {need} permutations but the stored signatures have {num_perm}; {lower}, or "
-                         f"re-run the signature stage with more: `neardup -w {stored.root} signature --num-perm "
+                         f"re-run the signature stage with more: `neardup -w {stored_in} signature --num-perm "
                          f"{need} band {options}`")
-
-
-def _index_bands(work: WorkDir | None, num_perm: int, threshold: float) -> BandParams | None:
-    """The band parameters an index chose for this threshold and num_perm, if it is an index that did."""
-    manifest = work.manifest() if work is not None else None
-    if manifest is None or not manifest.index:
-        return None
-    band_record, signature_record = manifest.band, manifest.signature
-    if band_record is None or signature_record is None or signature_record.params.num_perm != num_perm \
-            or band_record.params.threshold != threshold:
-        return None
-    return band_record.params
 
 
 @dataclasses.dataclass(frozen=True)
 class RunConfig:
     """Every parameter of a run, resolved once (resolve) and frozen: the stages receive these values and decide
-    none of them again. The bands are chosen from the threshold when the work dir is known (band), since an index
+    none of them again. The bands are chosen from the threshold when the work dir is known (band(kept)), since an index
     keeps the choice it made."""
 
     source: SourceParams
@@ -208,9 +220,9 @@ class RunConfig:
     rows: int | None = None
     references: tuple[str, ...] = ()
 
-    def band(self, work: WorkDir | None = None) -> BandParams:
-        """(b, r): as given, an index's stored choice, or chosen from the threshold (choose_bands)."""
-        return choose_bands(self.signature.num_perm, self.threshold, self.bands, self.rows, work)
+    def band(self, kept: BandParams | None = None) -> BandParams:
+        """(b, r): as given, an index's stored choice (kept), or chosen from the threshold (choose_bands)."""
+        return choose_bands(self.signature.num_perm, self.threshold, self.bands, self.rows, kept)
 
 
 # The bounds of each numeric option (the command line's click types say the same), as (low, high) inclusive.
@@ -253,9 +265,7 @@ def resolve(*, unit: str = "word", k: int = 5, whitespace: str = "collapse", str
     if threshold is not None and (isinstance(threshold, bool) or not isinstance(threshold, (int, float))
                                   or not 0 < threshold <= 1):  # nan fails both comparisons
         raise ParameterError(f"--threshold: {threshold!r} is not in the range 0<x<=1")
-    from .pipeline.groups import DEFAULT_RULES, KeeperRules  # the rules live with the grouping they order
-
-    rules = KeeperRules.parse(keep if keep is not None else ",".join(DEFAULT_RULES), prefer)
+    keeper_rules = keeper_order(keep, prefer)
     if bands or rows:  # too many for num_perm
         choose_bands(num_perm, threshold, bands, rows)
     return RunConfig(
@@ -268,7 +278,7 @@ def resolve(*, unit: str = "word", k: int = 5, whitespace: str = "collapse", str
         signature=SignatureParams(num_perm, seed, minhash),
         candidates=CandidateParams(max_bucket, min_shingles, min_size),
         verify=VerifyParams(threshold_or_default(threshold)),
-        cluster=ClusterParams(link, rules.order, rules.prefer),
+        cluster=ClusterParams(link, keeper_rules, prefer),
         threshold=threshold, bands=bands, rows=rows, references=_strings(references))
 
 

@@ -17,7 +17,7 @@ import pytest
 from click.testing import CliRunner
 
 from nearDup.cli import cli
-from nearDup.pipeline.groups import DEFAULT_RULES
+from nearDup.config import DEFAULT_RULES
 
 from conftest import SAMPLE
 

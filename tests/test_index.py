@@ -292,7 +292,7 @@ def test_an_index_keeps_the_bands_it_chose_for_its_threshold(folder, tmp_path):
     choice instead of optimising again; a plain work dir, or another threshold, chooses afresh."""
     from nearDup.config import BandParams
     from nearDup.kernels import lsh
-    from nearDup.pipeline.band import choose_bands
+    from nearDup.pipeline.band import choose_bands, kept_bands
     from nearDup.store.workdir import WorkDir
 
     index, plain = tmp_path / "index", tmp_path / "plain"
@@ -304,13 +304,16 @@ def test_an_index_keeps_the_bands_it_chose_for_its_threshold(folder, tmp_path):
         assert manifest["stages"]["band"]["params"] == {"bands": chosen.bands, "rows": chosen.rows, "threshold": 0.5}
         manifest["stages"]["band"]["params"].update(bands=7, rows=11)
         (work / "manifest.json").write_text(json.dumps(manifest))
-    assert choose_bands(128, 0.5, None, None, WorkDir(index)) == BandParams(7, 11, 0.5)
-    assert choose_bands(128, 0.5, None, None, WorkDir(plain)) == chosen
-    assert choose_bands(128, 0.6, None, None, WorkDir(index)) == \
-        BandParams(*lsh.optimal_bands(0.6, 128), 0.6)
-    assert choose_bands(64, 0.5, None, None, WorkDir(index)) == \
-        BandParams(*lsh.optimal_bands(0.5, 64), 0.5)
-    assert choose_bands(128, 0.5, 4, 8, WorkDir(index)) == BandParams(4, 8, None)
+
+    def choose(num_perm, threshold, bands, rows, work):  # as the band stage chooses
+        kept = kept_bands(WorkDir(work), num_perm, threshold, bands, rows)
+        return choose_bands(num_perm, threshold, bands, rows, kept)
+
+    assert choose(128, 0.5, None, None, index) == BandParams(7, 11, 0.5)
+    assert choose(128, 0.5, None, None, plain) == chosen
+    assert choose(128, 0.6, None, None, index) == BandParams(*lsh.optimal_bands(0.6, 128), 0.6)
+    assert choose(64, 0.5, None, None, index) == BandParams(*lsh.optimal_bands(0.5, 64), 0.5)
+    assert choose(128, 0.5, 4, 8, index) == BandParams(4, 8, None)
 
 
 def test_catalog_fingerprint_depends_on_the_rows_only():

@@ -11,8 +11,9 @@ from collections import deque
 import numpy as np
 import pytest
 
+from nearDup.config import DEFAULT_RULES, RULES, ClusterParams, resolve
 from nearDup.errors import ParameterError
-from nearDup.pipeline.groups import RULES, KeeperRules, build_groups, replay_groups
+from nearDup.pipeline.groups import KeeperRules, build_groups, replay_groups
 
 SECOND = 1_000_000_000
 
@@ -273,6 +274,21 @@ def test_parse_accepts_blanks_and_refuses_unknown_rules_and_bad_patterns():
     with pytest.raises(ParameterError) as e:
         KeeperRules.parse("alpha", prefer="(unclosed")
     assert str(e.value).startswith("--prefer: not a regular expression (") and "\n" not in str(e.value)
+
+
+
+def test_resolve_checks_keep_and_prefer_as_parse_does():
+    """config.resolve (the CLI and the API) and KeeperRules.parse order and refuse rules by one function: the
+    default order, "prefer" put first, the same messages."""
+    assert resolve().cluster.keep == DEFAULT_RULES == KeeperRules().order
+    assert resolve(prefer="master").cluster == ClusterParams("keeper", ("prefer", *DEFAULT_RULES), "master")
+    assert resolve(keep="alpha,prefer", prefer="x").cluster.keep == KeeperRules.parse("alpha,prefer", "x").order
+    for keep, prefer in (("oldest,biggest", None), ("alpha", "(unclosed")):
+        with pytest.raises(ParameterError) as by_resolve:
+            resolve(keep=keep, prefer=prefer)
+        with pytest.raises(ParameterError) as by_parse:
+            KeeperRules.parse(keep, prefer)
+        assert str(by_resolve.value) == str(by_parse.value)
 
 
 # ------------------------------------------------------------------------------------------ replay

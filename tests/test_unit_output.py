@@ -9,7 +9,8 @@ import json
 
 import pytest
 
-from nearDup.report.printer import SCHEMA, Printer, human_size, plural, text_stream, visible
+from nearDup.report.printer import SCHEMA, Printer, text_stream, visible
+from nearDup.wording import human_size, plural
 
 PAIR = {"jaccard": 0.91234, "a": "/d/a.txt", "b": "/d/b.txt", "estimate": 0.875, "intersection": 42, "union": 46,
         "doc_a": 0, "doc_b": 1}  # fields a format does not print are left out

@@ -16,6 +16,7 @@ from click.core import ParameterSource
 
 from .. import __version__
 from ..store.cache import DEFAULT_MAX_SIZE, cache_root, clean, entries
+from ..wording import plural
 from .settings import ENVIRONMENT_HELP, FILES_HELP, of, show
 
 
@@ -171,20 +172,16 @@ def cache_command(ctx, action, older_than, everything, max_size):
         for e in found:
             used = datetime.datetime.fromtimestamp(e.last_used).strftime("%Y-%m-%d %H:%M")
             click.echo(f"{_mb(e.size)}\t{used}\t{e.path}\t{' '.join(e.inputs) or '?'}")
-        click.echo(f"{_count(len(found), 'work dir')}, {_mb(sum(e.size for e in found))} in {cache_root()}"
+        click.echo(f"{plural(len(found), 'work dir')}, {_mb(sum(e.size for e in found))} in {cache_root()}"
                    + (f" (cap {_mb(max_size)})" if max_size is not None else " (no cap)"), err=True)
         return
     cap = max_size if ctx.get_parameter_source("max_size") == ParameterSource.COMMANDLINE or not (
         older_than is not None or everything) else None
     removed, busy = clean(found, cap, older_than, everything)
     kept = [e for e in found if e not in removed]
-    click.echo(f"removed {_count(len(removed), 'work dir')} ({_mb(sum(e.size for e in removed))}); kept "
+    click.echo(f"removed {plural(len(removed), 'work dir')} ({_mb(sum(e.size for e in removed))}); kept "
                f"{len(kept)} ({_mb(sum(e.size for e in kept))})"
                + (f"; {len(busy)} in use by a run, not removed" if busy else ""), err=True)
-
-
-def _count(n: int, noun: str) -> str:
-    return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 def evict(ctx: click.Context, keep: Path, log) -> None:
@@ -195,7 +192,7 @@ def evict(ctx: click.Context, keep: Path, log) -> None:
         return
     removed, _ = clean(entries(), cap, keep=keep)
     if removed:
-        log(f"cache: removed the {_count(len(removed), 'least recently used work dir')} "
+        log(f"cache: removed the {plural(len(removed), 'least recently used work dir')} "
             f"({_mb(sum(e.size for e in removed))}) to keep {cache_root()} under {_mb(cap)} "
             f"(NEARDUP_CACHE_MAX_SIZE, or max-size in the config file's [cache])")
 

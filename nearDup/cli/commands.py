@@ -25,11 +25,11 @@ from ..pipeline.band import describe_bands
 from ..pipeline.driver import chain
 from ..pipeline.index import check_query_parameters
 from ..pipeline.results import inherited_threshold, resolved_params
-from ..report.printer import plural
 from ..report.results import JSONL_SCRIPT, Results
 from ..store.manifest import ShingleRecord
 from ..store.workdir import WorkDir
 from ..text.read import STREAM_BYTES
+from ..wording import plural
 from .app import Output, app_of, log
 from .extract import formats_line
 from .main import StageCommand

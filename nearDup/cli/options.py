@@ -11,8 +11,10 @@ import click
 from click.core import ParameterSource
 
 from ..config import (
+    DEFAULT_RULES,
     DEFAULT_THRESHOLD,
     METHODS,
+    RULES,
     UNITS,
     CandidateParams,
     ClusterParams,
@@ -21,7 +23,6 @@ from ..config import (
     SourceParams,
     default_jobs,
 )
-from ..pipeline.groups import DEFAULT_RULES, RULES
 from ..report.printer import FORMATS, SELECTIONS
 from ..report.script import ACTIONS
 from .app import app_of

@@ -5,13 +5,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..config import (
-    BandParams,
-    choose_bands,
-)
+from ..config import BandParams, choose_bands, threshold_or_default
 from ..kernels import lsh
-from ..report.printer import plural
 from ..store.manifest import BandRecord, SignatureRecord
+from ..store.workdir import WorkDir
+from ..wording import plural
 from .driver import Runner, ShardStage, require, run_shard_stage
 
 
@@ -27,9 +25,26 @@ def run(runner: Runner, threshold: float | None = None, bands: int | None = None
         chosen: BandParams | None = None) -> BandRecord:
     """chosen: (b, r) already chosen for this run (pipeline.run chooses them once, before the fused shingle tasks)."""
     num_perm = require(runner.work, SignatureRecord, consumer="band").params.num_perm
-    params = chosen or choose_bands(num_perm, threshold, bands, rows, runner.work, stored=True)
+    kept = kept_bands(runner.work, num_perm, threshold, bands, rows) if chosen is None else None
+    params = chosen or choose_bands(num_perm, threshold, bands, rows, kept, stored_in=str(runner.work.root))
     summary = describe_bands(params, num_perm)
     return run_shard_stage(runner, STAGE, params, summary, lambda record, reused: f"band: {summary}")
+
+
+def kept_bands(work: WorkDir, num_perm: int, threshold: float | None, bands: int | None = None,
+               rows: int | None = None) -> BandParams | None:
+    """The band parameters an index chose for this threshold (threshold_or_default) and num_perm, if it is an
+    index that did and no --bands/--rows are given: an index keeps the choice it made (config.choose_bands)."""
+    if bands or rows:  # they win; and the manifest is not read for them
+        return None
+    manifest = work.manifest()
+    if not manifest.index:
+        return None
+    band_record, signature_record = manifest.band, manifest.signature
+    if band_record is None or signature_record is None or signature_record.params.num_perm != num_perm \
+            or band_record.params.threshold != threshold_or_default(threshold):
+        return None
+    return band_record.params
 
 
 def describe_bands(params: BandParams, num_perm: int) -> str:

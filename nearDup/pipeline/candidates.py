@@ -14,7 +14,6 @@ from ..config import (
 )
 from ..errors import WorkDirError
 from ..kernels import lsh
-from ..report.printer import plural
 from ..store.catalog import Catalog
 from ..store.manifest import (
     BandRecord,
@@ -25,6 +24,7 @@ from ..store.manifest import (
     SignatureRecord,
 )
 from ..store.workdir import WorkDir
+from ..wording import plural
 from .copies import class_sizes, copy_classes, expanded_count, uncovered
 from .driver import Runner, _absolute, _begin, _files, _resolved, _up_to_date, part_starts, require
 from .shingle import load_docs

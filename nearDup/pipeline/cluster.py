@@ -7,9 +7,9 @@ from ..config import (
     ClusterParams,
 )
 from ..kernels import sets
-from ..report.printer import plural
 from ..store.manifest import ClusterRecord, ClusterStats, ShingleRecord, VerifyRecord
 from ..store.workdir import WorkDir
+from ..wording import plural
 from .copies import class_degree, class_edges, verified_entries
 from .driver import PartitionArrays, Runner, _begin, _files, part_starts, require
 from .groups import KeeperRules, build_groups

@@ -16,15 +16,10 @@ from typing import Protocol
 
 import numpy as np
 
-from ..errors import ParameterError
+from ..config import DEFAULT_RULES, keeper_order
 from ..kernels.components import components, groups_of
 from ..text.inputs import under
 
-RULES = ("longest", "shortest", "oldest", "newest", "first", "nocopy", "central", "shallowest", "alpha", "prefer")
-# A name that says "copy" is the surest sign of a copy; then the version closest to all the others (what they were
-# made from, in a group of three or more); then time (reset by clones, checkouts, copies and archive extraction,
-# so it often ties), depth, and the name, so the choice never depends on listing order (README).
-DEFAULT_RULES = ("first", "nocopy", "central", "oldest", "shallowest", "alpha")
 CENTRAL_DECIMALS = 9  # sums of Jaccard compared rounded: summed in another order they may differ in the last bit
 # What file managers, browsers and editors add to a copy's name: "X copy", "Copy of X", "X - Copy", "X_copy2",
 # "X (1)", "X.bak", "X backup", "X~". A letter on either side makes it another word ("copyright", "photocopy").
@@ -42,18 +37,8 @@ class KeeperRules:
 
     @classmethod
     def parse(cls, text: str, prefer: str | None = None) -> KeeperRules:
-        order = tuple(r.strip() for r in text.split(",") if r.strip())
-        unknown = [r for r in order if r not in RULES]
-        if unknown:
-            raise ParameterError(f"--keep: unknown rule {unknown[0]!r}; choose from {', '.join(RULES)}")
-        if prefer is not None:
-            try:
-                re.compile(prefer)
-            except re.error as e:
-                raise ParameterError(f"--prefer: not a regular expression ({e})") from None
-            if "prefer" not in order:
-                order = ("prefer", *order)
-        return cls(order, prefer)
+        """--keep and --prefer, checked and ordered as config.keeper_order says."""
+        return cls(keeper_order(text, prefer), prefer)
 
     @functools.cached_property
     def _pattern(self) -> re.Pattern | None:

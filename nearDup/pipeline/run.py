@@ -73,7 +73,8 @@ def run(runner: Runner, paths: list[str], config: RunConfig, groups: bool = Fals
     """Every stage from the documents to the verified pairs (and the groups, if asked); returns the last stage
     run. The bands are chosen once, before the shingle tasks that compute signatures and band keys of their sets
     while they are in memory; an index refuses parameters other than its own unless rebuilt."""
-    chosen = config.band(runner.work)
+    chosen = config.band(band.kept_bands(runner.work, config.signature.num_perm, config.threshold, config.bands,
+                                         config.rows))
     if not rebuild:
         check_fixed_parameters(runner.work, {
             "shingle": shingle.shingle_content(config.shingle, config.source),

@@ -22,13 +22,13 @@ from ..config import (
 from ..engine.progress import counter
 from ..errors import InputError, WorkDirError
 from ..kernels.shingle import prepare_word_tables
-from ..report.printer import plural
 from ..store.catalog import Catalog, binary_columns, binary_of, item_digest, plan, shard_columns, skip_known_binary
 from ..store.manifest import ShingleRecord, ShingleStats
 from ..store.workdir import WorkDir
 from ..text.inputs import SAME_FILE, PackedItems, list_items, partition, under
 from ..text.read import first_record_fields, format_notes, missing_extras_note, read_documents
 from ..text.shingles import shingle_documents
+from ..wording import plural
 from . import band, signature
 from .driver import PartitionTask, Runner, _files, _map_partitions, _up_to_date, fused_steps, require, write_steps
 

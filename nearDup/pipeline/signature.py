@@ -7,8 +7,8 @@ from ..config import (
     SignatureParams,
 )
 from ..kernels import minhash
-from ..report.printer import plural
 from ..store.manifest import SignatureRecord
+from ..wording import plural
 from .driver import Runner, ShardStage, run_shard_stage
 
 

@@ -11,9 +11,9 @@ from ..config import (
     VerifyParams,
 )
 from ..kernels import lsh, sets
-from ..report.printer import plural
 from ..store.manifest import CandidatesRecord, ShingleRecord, SignatureRecord, VerifyBasis, VerifyRecord, VerifyStats
 from ..store.workdir import WorkDir, atomic_file
+from ..wording import plural
 from .copies import ClassPairs, among, expanded_pairs, ranked, uncovered
 from .driver import PartitionArrays, Runner, _absolute, _begin, _files, _up_to_date, part_starts, require
 from .results import recall_warning

@@ -34,7 +34,8 @@ from ..pipeline.similarity import set_overlap
 from ..store.manifest import ShingleRecord, VerifyRecord
 from ..store.workdir import WorkDir
 from ..text.read import STREAM_BYTES, decode
-from .printer import Printer, human_size, plural
+from ..wording import human_size, plural
+from .printer import Printer
 from .results import summary_line
 
 MISSING_EXTRA = "--report needs jinja2 and matplotlib: pip install 'nearDup[report]'"

@@ -24,19 +24,6 @@ SCHEMA = 1
 PAIR_FIELDS = ("jaccard", "a", "b", "estimate", "intersection", "union")
 
 
-def plural(n: int, noun: str, nouns: str | None = None) -> str:
-    """'1 pair', '3 pairs' (nouns: an irregular plural): every count in a message goes through here."""
-    return f"{n} {noun if n == 1 else nouns or noun + 's'}"
-
-
-def human_size(size: int) -> str:
-    """Bytes in decimal units, one decimal: 22107 -> '22.1 kB'."""
-    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if size >= scale:
-            return f"{size / scale:.1f} {unit}"
-    return plural(size, "byte")
-
-
 # what could hide text from a person reading a terminal or a script (or rewrite the terminal: ESC sequences):
 # control characters, bidi controls, line separators, and undecodable bytes (surrogate escapes)
 _HIDDEN = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2066-\u2069\ufeff\udc80-\udcff]")

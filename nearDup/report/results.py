@@ -13,8 +13,8 @@ from ..pipeline.groups import KeeperRules, replay_groups
 from ..pipeline.index import new_documents
 from ..pipeline.results import StoredPairs, resolved_params
 from ..pipeline.shingle import load_docs
+from ..wording import human_size, plural
 from .pairs import read_pairs
-from .printer import human_size, plural
 
 PATH_LISTS = ("dupes", "keepers", "uniques")
 JSONL_SCRIPT = ("--print script acts on files, and JSONL records are not files: there is nothing to act on; use "

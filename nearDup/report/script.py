@@ -12,7 +12,8 @@ import zlib
 
 from .. import __version__
 from ..errors import InputError
-from .printer import plural, visible
+from ..wording import plural
+from .printer import visible
 
 ACTIONS = ("remove", "move", "link")
 _REVERSED_BITS = bytes(int(f"{i:08b}"[::-1], 2) for i in range(256))

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from ..config import SourceParams
 from ..errors import InputError
+from ..wording import plural
 from .normalise import WORD_RUN
 
 if TYPE_CHECKING:
@@ -384,7 +385,7 @@ def missing_extras_note(counts: dict) -> str | None:
         return None
     total = sum(missing.values())
     formats = ", ".join(f"{LABELS.get(fmt, fmt)} ({n})" for fmt, n in sorted(missing.items()))
-    return (f"{total} file{'s' if total != 1 else ''} skipped: reading {formats} needs the formats extra; "
+    return (f"{plural(total, 'file')} skipped: reading {formats} needs the formats extra; "
             f"install it with: {PIP}")
 
 
@@ -483,5 +484,5 @@ def format_notes(counts: dict) -> list[str]:
         notes.append("extracted: " + ", ".join(f"{n} {LABELS.get(fmt, fmt)}" for fmt, n in found.items()))
     if counts.get("other_format"):
         n = counts["other_format"]
-        notes.append(f"{n} file{'s' if n != 1 else ''} of other formats skipped (--formats)")
+        notes.append(f"{plural(n, 'file')} of other formats skipped (--formats)")
     return notes
