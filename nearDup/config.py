@@ -64,13 +64,10 @@ class SourceParams:
     def record(self) -> dict:
         """The stored form: dataclasses.asdict without the format fields at their defaults."""
         record = dataclasses.asdict(self)
-        for name in ("formats", "html"):
-            if record[name] == SOURCE_FIELD_DEFAULTS[name]:
-                del record[name]
+        for f in dataclasses.fields(self):
+            if f.name in ("formats", "html") and record[f.name] == f.default:
+                del record[f.name]
         return record
-
-
-SOURCE_FIELD_DEFAULTS = {"formats": (), "html": "visible"}
 
 
 @dataclasses.dataclass(frozen=True)

@@ -25,6 +25,13 @@ def sorted_unique(values: np.ndarray) -> np.ndarray:
     return values[np.r_[True, values[1:] != values[:-1]]]
 
 
+def in_sorted(values: np.ndarray, sorted_values: np.ndarray) -> np.ndarray:
+    """values[i] in sorted_values (ascending), by binary search: O(n log m), no hash table."""
+    if not len(sorted_values):
+        return np.zeros(len(values), bool)
+    return sorted_values[np.minimum(np.searchsorted(sorted_values, values), len(sorted_values) - 1)] == values
+
+
 def ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     """Concatenation of arange(s, s + l) for each (s, l), without a Python loop."""
     lengths = np.asarray(lengths, dtype=np.int64)

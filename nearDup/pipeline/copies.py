@@ -111,18 +111,20 @@ def expanded_count(class_pairs: np.ndarray, stars: np.ndarray, size: np.ndarray)
 
 def among(pairs: np.ndarray, known: np.ndarray) -> np.ndarray:
     """Which of pairs are rows of known (pairs sorted by pair code)."""
-    codes, known_codes = lsh.pair_codes(pairs), lsh.pair_codes(known)
-    if not len(known_codes):
-        return np.zeros(len(codes), bool)
-    return known_codes[np.minimum(np.searchsorted(known_codes, codes), len(known_codes) - 1)] == codes
+    return sets.in_sorted(lsh.pair_codes(pairs), lsh.pair_codes(known))
+
+
+def stored_entries(work: WorkDir, pairs: np.ndarray) -> ClassPairs:
+    """Entries that verify stored (some of its checked.npy or pairs.npy), as ClassPairs: an entry is a class pair
+    when the candidates stage stored it as one."""
+    class_pairs = work.load_array(work.current("candidates", "pairs.npy"), "candidates")
+    return ClassPairs(pairs, among(pairs, class_pairs), work.load_array(work.current("candidates", "classes.npy"),
+                                                                         "candidates"))
 
 
 def verified_entries(work: WorkDir) -> ClassPairs:
     """The verified entries of a work dir (verify's pairs.npy), as ClassPairs."""
-    pairs = work.load_array(work.current("verify", "pairs.npy"), "verify")
-    class_pairs = work.load_array(work.current("candidates", "pairs.npy"), "candidates")
-    return ClassPairs(pairs, among(pairs, class_pairs), work.load_array(work.current("candidates", "classes.npy"),
-                                                                         "candidates"))
+    return stored_entries(work, work.load_array(work.current("verify", "pairs.npy"), "verify"))
 
 
 def uncovered(stars: np.ndarray, class_pairs: np.ndarray, label: np.ndarray) -> np.ndarray:

@@ -51,13 +51,6 @@ def verify_chunk(task: VerifyTask) -> tuple[np.ndarray, np.ndarray, np.ndarray, 
                                     pairs[:, 1])
 
 
-def _member(codes: np.ndarray, sorted_codes: np.ndarray) -> np.ndarray:
-    """codes[i] in sorted_codes, by binary search."""
-    at = np.searchsorted(sorted_codes, codes)
-    return (at < len(sorted_codes)) & (sorted_codes[np.minimum(at, len(sorted_codes) - 1)] == codes) \
-        if len(sorted_codes) else np.zeros(len(codes), bool)
-
-
 def _reusable(work: WorkDir, basis: VerifyBasis) -> tuple[np.ndarray, ...] | None:
     """The last verification's (checked pairs, accepted pairs, their scores and set sizes) if it can be reused:
     same threshold and signatures, and shards that are a prefix of today's (the shards are append-only, so a
@@ -97,8 +90,8 @@ def run(runner: Runner, params: VerifyParams) -> VerifyRecord:
     if previous is not None:
         checked, accepted, scores, sizes = previous
         codes = lsh.pair_codes(pairs)
-        known = _member(codes, lsh.pair_codes(checked))
-        kept = _member(lsh.pair_codes(accepted), codes)
+        known = sets.in_sorted(codes, lsh.pair_codes(checked))
+        kept = sets.in_sorted(lsh.pair_codes(accepted), codes)
         accepted, scores, sizes = accepted[kept], scores[kept], sizes[kept]
         todo = pairs[~known]
     else:

@@ -26,7 +26,7 @@ from ..errors import NearDupError
 from ..kernels import lsh, sets
 from ..pipeline import compare
 from ..pipeline.cluster import clusters
-from ..pipeline.copies import ClassPairs, among, verified_entries
+from ..pipeline.copies import among, stored_entries, verified_entries
 from ..pipeline.driver import PartitionArrays, part_starts, require
 from ..pipeline.results import StoredPairs, recall_warning, resolved_params
 from ..pipeline.shingle import load_docs
@@ -173,16 +173,14 @@ def _rejected(work: WorkDir, shingle_record: ShingleRecord, verify_record: Verif
     the accepted ones, so they are recomputed here, for at most REJECTED_SAMPLE entries spread evenly over them."""
     checked = work.load_array(work.current("verify", "checked.npy"), "verify")
     accepted = work.load_array(work.current("verify", "pairs.npy"), "verify")
-    rejected = checked[~np.isin(lsh.pair_codes(checked), lsh.pair_codes(accepted))] if len(checked) else checked
+    rejected = checked[~among(checked, accepted)]
     if not len(rejected):
         return (), (), ""
     note = ""
     if len(rejected) > REJECTED_SAMPLE:
         rejected = rejected[np.linspace(0, len(rejected) - 1, REJECTED_SAMPLE).astype(np.int64)]
         note = f"a sample of {REJECTED_SAMPLE} of the rejected candidates, evenly spread"
-    class_pairs = work.load_array(work.current("candidates", "pairs.npy"), "candidates")
-    label = work.load_array(work.current("candidates", "classes.npy"), "candidates")
-    counts = ClassPairs(rejected, among(rejected, class_pairs), label).count()
+    counts = stored_entries(work, rejected).count()
     shingles = PartitionArrays(work, "shingle", ("values.npy", "offsets.npy"), shingle_record.shard_numbers)
     inter, la, lb = set_overlap(shingles, part_starts(shingle_record), rejected[:, 0], rejected[:, 1])
     return tuple(float(x) for x in sets.jaccard(inter, la, lb)), tuple(counts.tolist()), note
