@@ -84,7 +84,7 @@ def find_duplicates(paths: Sequence[str | os.PathLike] | None = None, *, texts: 
     """Near-duplicates among the documents under paths (files, folders, JSONL files with jsonl=True), or among
     texts (ids: their ids, default "0", "1", ...). options are those of `neardup run`, by their Python names:
     unit, k, whitespace, strip_punct, num_perm, seed, minhash, threshold, bands, rows, max_bucket, min_shingles,
-    min_size, link, keep, prefer, references, jsonl, id_field, text_field, strict, include, exclude, hidden,
+    min_size, method, link, keep, prefer, references, jsonl, id_field, text_field, strict, include, exclude, hidden,
     follow_links. workdir: keep the work there (a later call with the same inputs reads only what changed);
     default: a temporary one, removed afterwards. Raises a NearDupError (ParameterError, InputError, ...) with
     the command line's message."""

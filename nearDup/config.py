@@ -18,6 +18,9 @@ from .errors import ParameterError
 FORMAT = 5  # work-dir data format; bump when stored bytes change meaning (hash functions, layouts)
 UNITS = ("word", "char")
 METHODS = ("oph", "permutation")
+# How candidates are found (--method): LSH bands, an exact set-similarity join (kernels.allpairs), or whichever
+# costs less on the stored sets (pipeline.candidates.choose_method)
+JOIN_METHODS = ("lsh", "exact", "auto")
 DEFAULT_THRESHOLD = 0.8
 # (b, r) are chosen by integrating the S-curve's error areas over [0, t] and [t, 1]: at t = 1 the second is empty and
 # every choice ties, so a threshold of 1 (keep only exact copies of the shingle set) chooses the bands for 0.99.
@@ -31,7 +34,7 @@ def digest(*parts) -> str:
 
 
 def _plain(obj):
-    if isinstance(obj, SourceParams):
+    if isinstance(obj, (SourceParams, CandidateParams)):
         return obj.record()
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         return dataclasses.asdict(obj)
@@ -99,6 +102,17 @@ class CandidateParams:
     # (a licence header, `from x import *`: 54 of 85 pairs, all <= 13 shingles) and the smallest real one has 78.
     min_shingles: int = 20
     min_size: int = 0  # bytes of text
+    # --method (JOIN_METHODS); an exact join needs the threshold (None with lsh). Left out of fingerprints and
+    # records at their defaults (record()), so that the keys of LSH runs stay what they were before --method.
+    method: str = "lsh"
+    threshold: float | None = None
+
+    def record(self) -> dict:
+        """The stored form: dataclasses.asdict without method and threshold at their defaults."""
+        record = dataclasses.asdict(self)
+        if self.method == "lsh":
+            del record["method"], record["threshold"]
+        return record
 
 
 # The keeper rules (pipeline.groups.KeeperRules applies them), checked here with the other options.
@@ -229,7 +243,8 @@ RANGES = {"k": (1, 64), "num_perm": (1, 8192), "seed": (0, 2**63 - 1), "bands": 
 # line is slow; a test checks the two agree
 DOCUMENT_FORMATS = ("text", "pdf", "docx", "odt", "epub", "html", "eml", "mbox", "gz", "bz2", "xz", "zst")
 HTML_MODES = ("visible", "main")
-CHOICES = {"unit": UNITS, "whitespace": ("collapse", "remove"), "minhash": METHODS, "link": ("keeper", "connected")}
+CHOICES = {"unit": UNITS, "whitespace": ("collapse", "remove"), "minhash": METHODS, "link": ("keeper", "connected"),
+           "method": JOIN_METHODS}
 
 
 def resolve(*, unit: str = "word", k: int = 5, whitespace: str = "collapse", strip_punct: bool = False,
@@ -240,10 +255,11 @@ def resolve(*, unit: str = "word", k: int = 5, whitespace: str = "collapse", str
             text_field: str = "text", strict: bool = False, include: tuple[str, ...] | list[str] = (),
             exclude: tuple[str, ...] | list[str] = (), hidden: bool = False, follow_links: bool = False,
             null: bool = False, partition_docs: int = 4000, formats: tuple[str, ...] | list[str] = (),
-            html: str | None = None) -> RunConfig:
+            html: str | None = None, method: str | None = None) -> RunConfig:
     """The options of `run` (the defaults are its defaults) checked and resolved into frozen parameters. Raises
     ParameterError with the command line's message for a bad value; explicit --bands/--rows are checked against
     --num-perm here, before any work dir is made."""
+    method = method or CandidateParams.method  # None: the default, as the command line gives it when not set
     values = locals()
     for name, (low, high) in RANGES.items():
         value = values[name]
@@ -273,7 +289,8 @@ def resolve(*, unit: str = "word", k: int = 5, whitespace: str = "collapse", str
                             html=html or HTML_MODES[0]),
         shingle=ShingleParams(unit, k, whitespace, strip_punct),
         signature=SignatureParams(num_perm, seed, minhash),
-        candidates=CandidateParams(max_bucket, min_shingles, min_size),
+        candidates=CandidateParams(max_bucket, min_shingles, min_size, method,
+                                   None if method == "lsh" else threshold_or_default(threshold)),
         verify=VerifyParams(threshold_or_default(threshold)),
         cluster=ClusterParams(link, keeper_rules, prefer),
         threshold=threshold, bands=bands, rows=rows, references=_strings(references))

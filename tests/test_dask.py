@@ -173,6 +173,20 @@ def test_cli_on_a_local_cluster_prints_the_same_bytes(corpus, tmp_path, local_cl
     assert result.stdout_bytes == truth
 
 
+def test_exact_join_split_over_a_local_cluster_prints_the_same_bytes(corpus, tmp_path, local_cluster, monkeypatch):
+    """--method exact: the join's probe ranges (several, MIN_JOIN_VALUES 1) run on the cluster's workers."""
+    from nearDup.pipeline import candidates
+
+    folder, _ = corpus
+    monkeypatch.setattr(candidates, "MIN_JOIN_VALUES", 1)
+    options = ("--method", "exact", "--threshold", 0.5, "--partition-docs", 17, "--groups", "--format", "jsonl")
+    truth = embedded(tmp_path / "e", "run", folder, *options)
+    result = invoke("-w", tmp_path / "d", "run", folder, *options, "--scheduler", local_cluster.scheduler_address)
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout_bytes == truth
+    assert stage_files(tmp_path / "d") == stage_files(tmp_path / "e")
+
+
 def test_scheduler_local_n_starts_and_stops_its_own_cluster(tmp_path):
     truth = embedded(tmp_path / "e", "run", SAMPLE, "--threshold", 0.5)
     result = invoke("-w", tmp_path / "d", "run", SAMPLE, "--threshold", 0.5, "--scheduler", "local:2")

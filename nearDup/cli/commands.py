@@ -39,6 +39,7 @@ from .options import (
     candidate_options,
     cluster_options,
     common_options,
+    method_option,
     reference_option,
     refuse_common,
     script_options,
@@ -89,11 +90,16 @@ def band(ctx, threshold, bands, rows):
 
 @stage()
 @candidate_options
+@method_option
 @common_options
 @click.pass_context
-def candidates(ctx, max_bucket, min_shingles, min_size):
-    """Pairs of documents sharing a bucket in at least one band."""
-    pipeline.candidates.run(app_of(ctx).open(command="candidates"), CandidateParams(max_bucket, min_shingles, min_size))
+def candidates(ctx, max_bucket, min_shingles, min_size, method):
+    """Pairs of documents sharing a bucket in at least one band (or, --method exact, with Jaccard >= the band
+    stage's threshold)."""
+    runner = app_of(ctx).open(command="candidates")
+    method = method or CandidateParams().method
+    threshold = None if method == "lsh" else inherited_threshold(runner.work, None)
+    pipeline.candidates.run(runner, CandidateParams(max_bucket, min_shingles, min_size, method, threshold))
 
 
 @stage()
@@ -127,6 +133,7 @@ def cluster(ctx, link, keep, prefer):
 @signature_options
 @band_options
 @candidate_options
+@method_option
 @cluster_options
 @click.option("--groups", is_flag=True, help="Print duplicate groups (the same as --print groups).")
 @click.option("--index", type=click.Path(file_okay=False), metavar="DIR",

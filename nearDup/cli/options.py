@@ -13,6 +13,7 @@ from click.core import ParameterSource
 from ..config import (
     DEFAULT_RULES,
     DEFAULT_THRESHOLD,
+    JOIN_METHODS,
     METHODS,
     RULES,
     UNITS,
@@ -176,6 +177,11 @@ candidate_options = _options(
     click.option("--min-size", type=click.IntRange(0), default=CandidateParams().min_size, metavar="BYTES",
                  show_default=True, help="Never pair documents of fewer bytes of text; counted on stderr."),
 )
+method_option = click.option(
+    "--method", type=click.Choice(JOIN_METHODS),  # default None, so that it is not in the JSONL header unless given
+    help="How candidates are found: lsh (MinHash bands, fast, recall by the S-curve), exact (every pair with "
+         "Jaccard >= --threshold, by an exact set-similarity join: recall 1), auto (whichever costs less; said on "
+         f"stderr) [default: {CandidateParams().method}].")
 cluster_options = _options(
     click.option("--link", type=click.Choice(["keeper", "connected"]), default=ClusterParams().link,
                  show_default=True, help="keeper: every member is >= the threshold against its keeper; connected: "

@@ -136,12 +136,15 @@ def _entries(offsets: np.ndarray, length: np.ndarray) -> tuple[np.ndarray, np.nd
     return at, doc, at - offsets[:-1][doc]
 
 
-def _plan(values: np.ndarray, offsets: np.ndarray, threshold: float, metric: str) -> _Plan:
+def _plan(values: np.ndarray, offsets: np.ndarray, threshold: float, metric: str, probe: tuple[int, int] | None = None,
+          in_order: bool = False) -> _Plan:
+    """probe: only the documents [lo, hi) probe the index (join_part); in_order: values are in the global order
+    already (frequency_order)."""
     offsets = np.asarray(offsets, dtype=np.int64)
     n = len(offsets) - 1
     size = np.diff(offsets)
     t = threshold
-    ordered = frequency_order(values, offsets)
+    ordered = np.asarray(values, np.uint32) if in_order else frequency_order(values, offsets)
     by_length = np.argsort(size, kind="stable")
     rank = np.empty(n, np.int64)
     rank[by_length] = np.arange(n)
@@ -161,6 +164,15 @@ def _plan(values: np.ndarray, offsets: np.ndarray, threshold: float, metric: str
         raise ValueError("metric must be 'jaccard' or 'containment'")
     index_len = np.clip(index_len, 0, size)
     probe_len = np.clip(probe_len, 0, size)
+    if probe is not None:
+        outside = np.ones(n, bool)
+        outside[probe[0]:probe[1]] = False
+        probe_len[outside] = 0
+        if probe[1] > probe[0]:  # index only the sets a probe can pair with
+            if metric == "jaccard":  # x before y
+                index_len[rank >= rank[probe[0]:probe[1]].max()] = 0
+            else:  # |x| <= |y| / t
+                index_len[size > largest[probe[0]:probe[1]].max()] = 0
     tokens = int(ordered.max()) + 1 if len(ordered) else 1
     if tokens * max(n, 1) >= 2**63:
         raise ValueError("too many distinct values times sets for the join's 64-bit keys")
@@ -180,13 +192,15 @@ def _plan(values: np.ndarray, offsets: np.ndarray, threshold: float, metric: str
     return _Plan(ordered, index_doc, index_pos, probe_doc, probe_pos, probe_starts, lo, np.maximum(hi - lo, 0))
 
 
-def join_cost(values: np.ndarray, offsets: np.ndarray, threshold: float, metric: str = "jaccard") -> int:
+def join_cost(values: np.ndarray, offsets: np.ndarray, threshold: float, metric: str = "jaccard",
+              in_order: bool = False) -> int:
     """The number of (x, y, token) records the join makes before its positional filter: an upper bound on the
     pairs it verifies, from the prefixes' inverted index without making any pair. Within the sum over tokens of
-    C(df_prefix, 2) (Jaccard; the looser bound that ignores the length filter). Costs O(m log m)."""
+    C(df_prefix, 2) (Jaccard; the looser bound that ignores the length filter). Costs O(m log m). in_order: the
+    values are in the global order already (frequency_order)."""
     _check_threshold(threshold)
     check_sets(values, offsets)
-    return int(_plan(values, offsets, threshold, metric).count.sum())
+    return int(_plan(values, offsets, threshold, metric, in_order=in_order).count.sum())
 
 
 BITMAP_WORDS = 8  # 512 bits a set: 64 MB for 1M sets
@@ -245,7 +259,8 @@ def _survivors(plan: _Plan, e0: int, e1: int, size: np.ndarray, need, containmen
     return x[keep], y[keep], c[keep], px[keep], py[keep]
 
 
-def _join(values, offsets, threshold: float, metric: str, max_memory: int) -> JoinResult:
+def _join(values, offsets, threshold: float, metric: str, max_memory: int, probe: tuple[int, int] | None = None,
+          in_order: bool = False) -> JoinResult:
     _check_threshold(threshold)
     check_sets(values, offsets)
     values = np.asarray(values, dtype=np.uint32)
@@ -262,7 +277,7 @@ def _join(values, offsets, threshold: float, metric: str, max_memory: int) -> Jo
     def accept(inter, a, b):  # the float comparison a reference makes
         return inter / a >= t if containment else inter / (a + b - inter) >= t
 
-    plan = _plan(values, offsets, t, metric)
+    plan = _plan(values, offsets, t, metric, probe, in_order)
     per_doc = np.bincount(plan.probe_doc, weights=plan.count, minlength=len(size)).astype(np.int64)
     bits = bitmaps(plan.ordered, offsets)
     out = []
@@ -305,3 +320,15 @@ def containment_join(values: np.ndarray, offsets: np.ndarray, threshold: float,
     """Every directed pair a -> b of distinct non-empty sets with |A ∩ B| / |A| >= threshold (in (0, 1]),
     exactly: A is (largely) contained in B. Equal sets give both directions. As jaccard_join otherwise."""
     return _join(values, offsets, threshold, "containment", max_memory)
+
+
+def join_part(ordered: np.ndarray, offsets: np.ndarray, threshold: float, metric: str, lo: int, hi: int,
+              max_memory: int = 1 << 28) -> JoinResult:
+    """The part of jaccard_join (metric "jaccard") or containment_join ("containment") that documents [lo, hi)
+    find as probes, over sets already in the global order (`frequency_order`, computed once for all parts).
+
+    Every pair is found from exactly one probe: for Jaccard the later of its two sets in (length, number) order,
+    for containment the container b of a -> b. So the parts of consecutive ranges that cover [0, n) hold every
+    pair of the whole join once, and a join split into tasks this way gives the same pairs however it is run.
+    Only the sets that can pair with a probe are indexed (for Jaccard, those before the last probe)."""
+    return _join(ordered, offsets, threshold, metric, max_memory, (lo, hi), in_order=True)

@@ -1,5 +1,7 @@
 """Stage 4, candidates: the pairs of documents that share a bucket in at least one band, from a band index that
-an incremental run updates instead of rebuilding.
+an incremental run updates instead of rebuilding; or (--method exact) every pair whose stored shingle sets have
+Jaccard >= the threshold, by an exact set-similarity join (kernels.allpairs); or (--method auto) whichever of the
+two costs less (choose_method).
 """
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ from ..config import (
     CandidateParams,
 )
 from ..errors import WorkDirError
-from ..kernels import lsh
+from ..kernels import allpairs, lsh, sets
 from ..store.catalog import Catalog
 from ..store.manifest import (
     BandRecord,
@@ -26,7 +28,7 @@ from ..store.manifest import (
 from ..store.workdir import WorkDir
 from ..wording import plural
 from .copies import class_sizes, copy_classes, expanded_count, uncovered
-from .driver import Runner, _absolute, _begin, _files, _resolved, _up_to_date, part_starts, require
+from .driver import PartitionArrays, Runner, _absolute, _begin, _files, _resolved, _up_to_date, part_starts, require
 from .shingle import load_docs
 
 
@@ -176,6 +178,12 @@ def run(runner: Runner, params: CandidateParams) -> CandidatesRecord:
     work.save_array(classes_path, label)
     small = int((docs.catalog.live & (docs.catalog["shingles"] > 0)).sum()) - len(order)  # (0: counted as short)
     bands = upstream.params.bands
+    if params.method != "lsh":
+        join = _join_input(work, key, shingle_record, order, label)
+        method = params.method if params.method == "exact" else choose_method(runner, join, params, bands)
+        if method == "exact":
+            return _run_exact(runner, key, params, upstream.key, join, label, small)
+        join.remove()
     basis = CandidatesBasis(signature=require(work, SignatureRecord).params, bands=upstream.params,
                             max_bucket=params.max_bucket, min_shingles=params.min_shingles, min_size=params.min_size,
                             shard_keys=shingle_record.shard_keys, documents=int(sum(shingle_record.shard_docs)))
@@ -219,7 +227,8 @@ def run(runner: Runner, params: CandidateParams) -> CandidatesRecord:
         key=key, params=params, upstream=upstream.key, basis=basis,
         files=_files(work, "candidates", key, "order.npy", "classes.npy", *stored, "large_buckets.jsonl",
                      *(name for _, k, d in files for name in (k, d))),
-        stats=CandidatesStats(candidates=count, large_buckets=len(large), small=small))
+        stats=CandidatesStats(candidates=count, large_buckets=len(large), small=small,
+                              method="lsh" if params.method == "auto" else None))
     work.record_stage("candidates", record)
     since = " (the last run's, updated where new, changed or deleted documents fall)" if previous else ""
     runner.log(f"candidates: {plural(count, 'pair shares', 'pairs share')} a bucket in at least one band{since}"
@@ -257,3 +266,126 @@ def _warn_large_buckets(runner: Runner, large: list[dict], max_bucket: int, docs
         rest = sum(len(buckets) for _, buckets in causes[10:])
         runner.log(f"warning: {plural(rest, 'more large bucket')} with {plural(len(causes) - 10, 'other anchor')}; "
                    f"see {listed}")
+
+
+# ------------------------------------------------------------------------------------------ the exact join
+
+JOIN_TASKS = 8  # the join is split into at most this many tasks (probe ranges), from the sets alone, never --jobs
+MIN_JOIN_VALUES = 200_000  # shingles probed by a task, at least (a task re-reads and indexes the sets before it)
+JOIN_MEMORY = 1 << 28  # bytes of records and verification a join task holds at once (allpairs.join_part)
+
+
+@dataclasses.dataclass(frozen=True)
+class JoinInput:
+    """The sets the join runs over, saved for its tasks: one per copy class that can pair (its label), ordered by
+    (size, number), values in the join's global order (allpairs.frequency_order)."""
+
+    docs: np.ndarray  # the global number of each set
+    offsets: np.ndarray
+    paths: tuple[Path, Path]  # the .npy of the ordered values and of the offsets
+
+    def remove(self) -> None:
+        for path in self.paths:
+            path.unlink(missing_ok=True)
+
+
+@dataclasses.dataclass(frozen=True)
+class JoinTask:
+    """The pairs that the sets [lo, hi) find as probes (allpairs.join_part)."""
+
+    root: str
+    values: str
+    offsets: str
+    threshold: float
+    lo: int
+    hi: int
+
+    def __post_init__(self):
+        _absolute(self, "root", "values", "offsets")
+
+
+def join_pairs(task: JoinTask) -> np.ndarray:
+    """A join task: its pairs (int64 (m, 2), numbers of the JoinInput's sets)."""
+    work = WorkDir(task.root)
+    values = work.load_array(Path(task.values), "candidates", mmap=True)
+    offsets = work.load_array(Path(task.offsets), "candidates")
+    return allpairs.join_part(values, offsets, task.threshold, "jaccard", task.lo, task.hi, JOIN_MEMORY).pairs
+
+
+def _join_input(work: WorkDir, key: str, shingle_record: ShingleRecord, order: np.ndarray,
+                label: np.ndarray) -> JoinInput:
+    """Gather the sets of the classes that can pair (a class's copies have its set: the class pair (A, A) stands
+    for them), order them for the join and save them."""
+    labels = np.sort(order[label[order] == order])
+    shingles = PartitionArrays(work, "shingle", ("values.npy", "offsets.npy"), shingle_record.shard_numbers)
+    values, lengths = sets.gather_sets(shingles, part_starts(shingle_record), labels)
+    by = np.argsort(lengths, kind="stable")
+    values = values[sets.ranges((np.cumsum(lengths) - lengths)[by], lengths[by])]
+    offsets = np.r_[0, np.cumsum(lengths[by])].astype(np.int64)
+    paths = (work.output("candidates", "join.values.npy", key), work.output("candidates", "join.offsets.npy", key))
+    work.save_array(paths[0], allpairs.frequency_order(values, offsets))
+    work.save_array(paths[1], offsets)
+    return JoinInput(labels[by], offsets, paths)
+
+
+# --method auto: exact when the join's records cost less than LSH's own work on the same sets. Both read the
+# stored shingle sets and signatures (copy classes, verification's estimate column), so what differs is the
+# join's records (allpairs.join_cost) against the band index, b sorted keys per document, and the candidates'
+# verification. AUTO_RECORD_COST: a record's cost in band entries (a record is gathered, sorted by pair and
+# filtered; a band entry is hashed and sorted).
+AUTO_RECORD_COST = 4
+
+
+def choose_method(runner: Runner, join: JoinInput, params: CandidateParams, bands: int) -> str:
+    """--method auto: "exact" when the join's records, weighted by AUTO_RECORD_COST, are at most LSH's band
+    entries (b per set), else "lsh"; said on stderr with the figures."""
+    values = runner.work.load_array(join.paths[0], "candidates", mmap=True)
+    assert params.threshold is not None  # config.resolve sets it for exact and auto
+    records = allpairs.join_cost(values, join.offsets, params.threshold, in_order=True) if len(join.docs) else 0
+    entries = bands * len(join.docs)
+    method = "exact" if records * AUTO_RECORD_COST <= entries else "lsh"
+    runner.log(f"candidates: --method auto chose {method}: the exact join makes {plural(records, 'record')} "
+               f"(x{AUTO_RECORD_COST}), LSH {plural(entries, 'band entry', 'band entries')}")
+    return method
+
+
+def join_ranges(offsets: np.ndarray) -> list[tuple[int, int]]:
+    """The probe ranges of the join's tasks: consecutive sets with about equal shingles, at most JOIN_TASKS, each
+    of MIN_JOIN_VALUES or more (one task for fewer)."""
+    n, total = len(offsets) - 1, int(offsets[-1])
+    parts = max(1, min(JOIN_TASKS, total // MIN_JOIN_VALUES, n))
+    cuts = np.searchsorted(offsets, np.arange(1, parts) * (total / parts), "left")
+    bounds = sets.sorted_unique(np.r_[0, cuts, n].astype(np.int64))
+    return list(zip(bounds[:-1].tolist(), bounds[1:].tolist()))
+
+
+def _run_exact(runner: Runner, key: str, params: CandidateParams, upstream: str, join: JoinInput, label: np.ndarray,
+               small: int) -> CandidatesRecord:
+    """The candidates of --method exact: the class pairs of every two classes whose sets have Jaccard >= the
+    threshold, and (A, A) for each class of copies. No band index is made (so `query` on an index built so sorts
+    the band keys itself) and no bucket is too large."""
+    work = runner.work
+    assert params.threshold is not None
+    tasks = [JoinTask(str(work.root), str(join.paths[0]), str(join.paths[1]), params.threshold, lo, hi)
+             for lo, hi in join_ranges(join.offsets)]
+    results = runner.engine.map(join_pairs, tasks, desc="join", sizes=[t.hi - t.lo for t in tasks], unit="doc")
+    found = join.docs[np.concatenate([np.empty((0, 2), np.int64), *results])]
+    size = class_sizes(label)
+    copies = join.docs[size[join.docs] > 1]
+    pairs = np.concatenate([np.sort(found, axis=1), np.stack([copies, copies], axis=1)])
+    pairs = pairs[np.argsort(lsh.pair_codes(pairs))]
+    join.remove()
+    work.save_array(work.output("candidates", "pairs.npy", key), pairs)
+    work.save_array(work.output("candidates", "stars.npy", key), np.empty((0, 2), np.int64))
+    work.save_jsonl(work.output("candidates", "large_buckets.jsonl", key), [])
+    count = expanded_count(pairs, np.empty((0, 2), np.int64), size)
+    record = CandidatesRecord(
+        key=key, params=params, upstream=upstream,
+        files=_files(work, "candidates", key, "order.npy", "classes.npy", "pairs.npy", "stars.npy",
+                     "large_buckets.jsonl"),
+        stats=CandidatesStats(candidates=count, large_buckets=0, small=small, method="exact"))
+    work.record_stage("candidates", record)
+    runner.log(f"candidates: {plural(count, 'pair has', 'pairs have')} Jaccard >= {params.threshold} by the exact "
+               f"join" + (f"; {plural(small, 'document')} under {_limits(params)} skipped (never paired)"
+                          if small else ""))
+    return record

@@ -33,7 +33,7 @@ def _band_index(work: WorkDir, shingle_record: ShingleRecord, band_record: BandR
     """Each band's (sorted keys, documents) of the documents that can pair: the candidates stage's band index
     when it is current, else sorted here."""
     record = work.manifest().candidates
-    if record is not None and record.upstream == band_record.key and \
+    if record is not None and record.upstream == band_record.key and record.stats.method != "exact" and \
             _up_to_date(work, CandidatesRecord, record.key) is not None:
         for _, keys_file, docs_file in _index_files(band_record.params.bands):
             yield from zip(work.load_array(work.output("candidates", keys_file, record.key), "candidates"),

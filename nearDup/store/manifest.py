@@ -53,7 +53,7 @@ def _dump(value: Any) -> Any:
     """The JSON form of a field's value: records by to_json, parameters as dataclasses.asdict (tuples as lists)."""
     if isinstance(value, _Json):
         return value.to_json()
-    if isinstance(value, SourceParams):  # without the format fields at their defaults (what text-only runs stored)
+    if isinstance(value, (SourceParams, CandidateParams)):  # without the fields added later at their defaults
         return _dump(value.record())
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return _dump(dataclasses.asdict(value))
@@ -198,6 +198,7 @@ class CandidatesStats(_Json):
     candidates: int
     large_buckets: int | None = None
     small: int | None = None
+    method: str | None = None  # what found the pairs when not LSH ("exact"; --method auto may pick either)
     rest: dict[str, Any] = field(default_factory=dict, repr=False)
 
 
@@ -404,7 +405,7 @@ def _manifest_spec() -> dict:
         "?signature": {**stage, **shards, "upstream": str, "params": signature, "docs": [int]},
         "?band": {**stage, **shards, "upstream": str, "params": _params_spec(BandParams)},
         "?candidates": {**stage, **whole, "params": _params_spec(CandidateParams),
-                        "stats": {"candidates": int, "?large_buckets": int, "?small": int},
+                        "stats": {"candidates": int, "?large_buckets": int, "?small": int, "?method": str},
                         "?basis": {"signature": signature, "bands": _params_spec(BandParams), "max_bucket": int,
                                    "?min_shingles": int, "?min_size": int, "shards": [str], "documents": int}},
         "?verify": {**stage, **whole, "params": _params_spec(VerifyParams, "threshold"),

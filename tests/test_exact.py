@@ -1,0 +1,164 @@
+"""--method exact and auto (issue 22 item 3): the exact join wired into the pipeline. Every pair with exact Jaccard
+>= t over the stored sets, checked against a brute force that shares no code with nearDup, the same bytes whatever
+--jobs and however the join is split, resume and --index."""
+from __future__ import annotations
+
+import itertools
+import json
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from nearDup.cli import cli
+from nearDup.pipeline import candidates
+
+from conftest import SAMPLE, brute_force_pairs
+
+
+def invoke(*args):
+    return CliRunner().invoke(cli, [str(a) for a in args])
+
+
+def pairs_of(stdout: str) -> dict:
+    """{(a, b): jaccard} of jsonl pairs."""
+    records = [json.loads(line) for line in stdout.splitlines() if line.strip()]
+    return {tuple(sorted((r["a"], r["b"]))): r["jaccard"] for r in records if "a" in r}
+
+
+def write_corpus(folder: Path, seed: int, n: int, vocab: int) -> dict[str, str]:
+    """Short texts over a small vocabulary, with edited copies and exact copies: Jaccard spread over [0, 1]."""
+    rng = random.Random(seed)
+    words = [f"w{i}" for i in range(vocab)]
+    texts: dict[str, str] = {}
+    for i in range(n):
+        if texts and rng.random() < 0.5:
+            base = rng.choice(list(texts.values())).split()
+            text = [w if rng.random() > rng.choice([0.0, 0.05, 0.2, 0.4]) else rng.choice(words) for w in base]
+        else:
+            text = [rng.choice(words) for _ in range(rng.randint(3, 40))]
+        texts[f"d{i:03d}.txt"] = " ".join(text)
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, text in texts.items():
+        (folder / name).write_text(text, encoding="utf-8")
+    return {str(folder / name): text for name, text in texts.items()}
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(seed=st.integers(0, 10**6), n=st.integers(2, 30), vocab=st.sampled_from([5, 30, 400]),
+       t=st.sampled_from([0.2, 0.5, 0.8, 1.0]), unit=st.sampled_from(["word", "char"]),
+       tasks=st.booleans())
+def test_exact_method_equals_brute_force(tmp_path_factory, monkeypatch, seed, n, vocab, t, unit, tasks):
+    """Every pair at Jaccard >= t and nothing else, with its exact Jaccard, word and char units, the join in one
+    task or in many (MIN_JOIN_VALUES 1: up to JOIN_TASKS probe ranges). 2 bands of 64 rows give LSH little
+    chance at t <= 0.8: the pairs come from the join."""
+    folder = tmp_path_factory.mktemp("c")
+    texts = write_corpus(folder / "docs", seed, n, vocab)
+    monkeypatch.setattr(candidates, "MIN_JOIN_VALUES", 1 if tasks else candidates.MIN_JOIN_VALUES)
+    k = 2 if unit == "word" else 4
+    result = invoke("-w", folder / "w", "run", folder / "docs", "--method", "exact", "-t", t, "--unit", unit,
+                    "-k", k, "--min-shingles", 1, "--bands", 2, "--rows", 64, "--format", "jsonl", "-j", 1)
+    assert result.exit_code == 0, result.stderr
+    truth = brute_force_pairs(texts, t, unit, k)
+    found = pairs_of(result.stdout)
+    assert set(found) == set(truth)
+    assert all(found[p] == pytest.approx(truth[p]) for p in truth)
+
+
+def test_exact_finds_what_lsh_misses_and_says_so_in_the_records(corpus, tmp_path):
+    """Bands that make LSH miss pairs (2 x 64 at t = 0.5): exact still gives every pair; the candidates record
+    names the method; the same work dir run again with lsh recomputes the candidates and gives LSH's pairs."""
+    folder, texts = corpus
+    truth = brute_force_pairs(texts, 0.5)
+    common = ("-t", 0.5, "--bands", 2, "--rows", 64, "--format", "jsonl", "--min-shingles", 1)
+    lsh = invoke("-w", tmp_path / "w", "run", folder, *common)
+    assert lsh.exit_code == 0, lsh.stderr
+    assert set(pairs_of(lsh.stdout)) < set(truth)  # the test means something: LSH misses some
+    exact = invoke("-w", tmp_path / "w", "run", folder, *common, "--method", "exact")
+    assert exact.exit_code == 0, exact.stderr
+    assert set(pairs_of(exact.stdout)) == set(truth)
+    assert "by the exact join" in exact.stderr and "shingle: up to date" in exact.stderr
+    record = json.loads((tmp_path / "w" / "manifest.json").read_text())["stages"]["candidates"]
+    assert record["stats"]["method"] == "exact" and record["params"]["method"] == "exact"
+    assert not list((tmp_path / "w" / "candidates").glob("*join*"))  # the join's input is not left behind
+    again = invoke("-w", tmp_path / "w", "run", folder, *common)
+    assert again.exit_code == 0 and again.stdout == lsh.stdout
+    assert "method" not in json.loads((tmp_path / "w" / "manifest.json").read_text())["stages"]["candidates"]["params"]
+
+
+@pytest.mark.parametrize("options", [["--format", "jsonl"], ["--groups", "--format", "csv"], ["--print", "script"]])
+def test_exact_output_is_the_same_whatever_jobs_and_join_split(corpus, tmp_path, monkeypatch, options):
+    folder, _ = corpus
+    outputs = []
+    for i, (jobs, min_values) in enumerate([(1, candidates.MIN_JOIN_VALUES), (1, 1), (2, 1), (2, 5000)]):
+        monkeypatch.setattr(candidates, "MIN_JOIN_VALUES", min_values)
+        result = invoke("-w", tmp_path / str(i), "run", folder, "--method", "exact", "-t", 0.6, "--partition-docs",
+                        29, "-j", jobs, *options)
+        assert result.exit_code == 0, result.stderr
+        outputs.append(result.stdout_bytes)
+    assert outputs[0] and all(out == outputs[0] for out in outputs)
+
+
+def test_join_ranges_cover_the_sets_once(monkeypatch):
+    offsets = np.r_[0, np.cumsum(np.arange(1, 500))].astype(np.int64)
+    for min_values in (1, 1000, 10**9):
+        monkeypatch.setattr(candidates, "MIN_JOIN_VALUES", min_values)
+        ranges = candidates.join_ranges(offsets)
+        assert ranges[0][0] == 0 and ranges[-1][1] == 499 and len(ranges) <= candidates.JOIN_TASKS
+        assert all(a < b for a, b in ranges) and all(r[1] == s[0] for r, s in itertools.pairwise(ranges))
+        assert len(ranges) == (1 if min_values == 10**9 else candidates.JOIN_TASKS)
+    assert candidates.join_ranges(np.zeros(1, np.int64)) == []
+
+
+def test_auto_says_what_it_chose_and_gives_that_methods_pairs(tmp_path, monkeypatch):
+    """auto picks exact when the join's records are cheap next to the band entries, LSH otherwise (forced both
+    ways through AUTO_RECORD_COST); one line on stderr; the output is the chosen method's."""
+    common = ("run", SAMPLE, "-t", 0.5, "--bands", 2, "--rows", 64, "--format", "jsonl")
+    want = {m: invoke("-w", tmp_path / m, *common, "--method", m).stdout for m in ("lsh", "exact")}
+    assert pairs_of(want["lsh"]) != pairs_of(want["exact"])
+    for cost, chose in ((0, "exact"), (10**9, "lsh")):
+        monkeypatch.setattr(candidates, "AUTO_RECORD_COST", cost)
+        result = invoke("-w", tmp_path / f"auto{cost}", *common, "--method", "auto")
+        assert result.exit_code == 0, result.stderr
+        lines = [line for line in result.stderr.splitlines() if "--method auto" in line]
+        assert len(lines) == 1 and f"chose {chose}:" in lines[0] and "records" in lines[0]
+        assert pairs_of(result.stdout) == pairs_of(want[chose])
+        record = json.loads((tmp_path / f"auto{cost}" / "manifest.json").read_text())["stages"]["candidates"]
+        assert record["stats"]["method"] == chose and record["params"]["method"] == "auto"
+
+
+def test_exact_index_adds_documents_and_query_still_works(tmp_path):
+    """--index with exact: after adding documents, the index's pairs are a fresh exact run's; query reads it."""
+    folder = tmp_path / "docs"
+    texts = write_corpus(folder, 3, 30, 60)
+    options = ("-t", 0.5, "-k", 2, "--min-shingles", 1, "--method", "exact", "--format", "jsonl")
+    assert invoke("run", folder, "--index", tmp_path / "ix", *options).exit_code == 0
+    more = write_corpus(tmp_path / "more", 4, 10, 60)
+    for path, text in more.items():
+        (folder / ("new_" + Path(path).name)).write_text(text, encoding="utf-8")
+    added = invoke("run", folder, "--index", tmp_path / "ix", *options)
+    fresh = invoke("-w", tmp_path / "fresh", "run", folder, *options)
+    assert added.exit_code == 0 and fresh.exit_code == 0, added.stderr + fresh.stderr
+    assert pairs_of(added.stdout) == pairs_of(fresh.stdout)
+    all_texts = {str(p): p.read_text() for p in folder.iterdir()}
+    assert set(pairs_of(added.stdout)) == set(brute_force_pairs(all_texts, 0.5, k=2))
+    probe = sorted(folder.iterdir())[0]
+    query = invoke("query", "--index", tmp_path / "ix", probe, "--format", "jsonl")
+    assert query.exit_code == 0, query.stderr
+    assert texts and str(probe) in query.stdout  # the document itself is indexed: Jaccard 1
+
+
+def test_method_is_checked_and_taken_by_the_api(tmp_path):
+    import nearDup
+
+    bad = invoke("-w", tmp_path / "w", "run", SAMPLE, "--method", "fast")
+    assert bad.exit_code != 0 and "--method" in bad.stderr and "Traceback" not in bad.stderr
+    with pytest.raises(nearDup.ParameterError, match="--method"):
+        nearDup.find_duplicates([str(SAMPLE)], method="fast")
+    texts = [" ".join(f"w{i}" for i in range(40)), " ".join(f"w{i}" for i in range(10, 50)), "w1 w2 w3 w4 w5 w6"]
+    found = nearDup.find_duplicates(texts=texts, method="exact", threshold=0.5, bands=2, rows=64, min_shingles=1)
+    assert {(p.a, p.b) for p in found.pairs} == set(brute_force_pairs(dict(zip("012", texts)), 0.5)) == {("0", "1")}
