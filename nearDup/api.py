@@ -29,7 +29,8 @@ _LOGGER = logging.getLogger("nearDup")
 @dataclasses.dataclass(frozen=True)
 class Pair:
     """A verified pair: ids a < b (for a query: a is the query document), exact Jaccard |A ∩ B| / |A ∪ B| of their
-    shingle sets, the MinHash estimate, and the sizes of the intersection and union."""
+    shingle sets, the MinHash estimate, and the sizes of the intersection and union. With metric="containment", a
+    is contained in b and containment is |A ∩ B| / |A| (None otherwise)."""
 
     a: str
     b: str
@@ -37,23 +38,27 @@ class Pair:
     estimate: float
     intersection: int
     union: int
+    containment: float | None = None
 
 
 @dataclasses.dataclass(frozen=True)
 class Member:
-    """A document of a group: its role (keeper, duplicate, reference) and its Jaccard against the keeper."""
+    """A document of a group: its role (keeper, duplicate, reference) and its Jaccard against the keeper (with
+    metric="containment": NaN, and containment, the share of it in the keeper)."""
 
     id: str
     role: str
     jaccard: float
     reference: bool
+    containment: float | None = None
 
 
 @dataclasses.dataclass(frozen=True)
 class Group:
     """A group of near-duplicates with its keeper (members[0]); min/max_jaccard: the least and most similar pair of
     members, over "all pairs" (groups up to 200 documents) or "known pairs only" (pairwise); anchored: it holds a
-    document that anchored a bucket larger than max_bucket."""
+    document that anchored a bucket larger than max_bucket. With metric="containment", min/max_jaccard are NaN and
+    min/max_containment the least and greatest containment of a member in the keeper."""
 
     group: int
     keeper: str
@@ -63,6 +68,8 @@ class Group:
     pairwise: str
     anchored: bool
     members: tuple[Member, ...]
+    min_containment: float | None = None
+    max_containment: float | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -84,10 +91,10 @@ def find_duplicates(paths: Sequence[str | os.PathLike] | None = None, *, texts: 
     """Near-duplicates among the documents under paths (files, folders, JSONL files with jsonl=True), or among
     texts (ids: their ids, default "0", "1", ...). options are those of `neardup run`, by their Python names:
     unit, k, whitespace, strip_punct, num_perm, seed, minhash, threshold, bands, rows, max_bucket, min_shingles,
-    min_size, method, link, keep, prefer, references, jsonl, id_field, text_field, strict, include, exclude, hidden,
-    follow_links. workdir: keep the work there (a later call with the same inputs reads only what changed);
-    default: a temporary one, removed afterwards. Raises a NearDupError (ParameterError, InputError, ...) with
-    the command line's message."""
+    min_size, method, metric, link, keep, prefer, references, jsonl, id_field, text_field, strict, include,
+    exclude, hidden, follow_links. workdir: keep the work there (a later call with the same inputs reads only what
+    changed); default: a temporary one, removed afterwards. Raises a NearDupError (ParameterError, InputError,
+    ...) with the command line's message."""
     with contextlib.ExitStack() as resources:
         if texts is not None:
             if paths is not None:
@@ -213,11 +220,14 @@ def _finish(runner: Runner, last: str, new_only: bool = False) -> Result:
 
 def _pair(record: dict) -> Pair:
     return Pair(record["a"], record["b"], record["jaccard"], record["estimate"], record["intersection"],
-                record["union"])
+                record["union"], record.get("containment"))
 
 
 def _group(record: dict) -> Group:
-    members = tuple(Member(m["id"], m["role"], m["jaccard"], m["reference"]) for m in record["members"])
-    return Group(record["group"], record["keeper"], record["size"], record["min_jaccard"], record["max_jaccard"],
-                 record["pairwise"], record["anchored"], members)
+    nan = float("nan")  # a Jaccard a containment run does not compute
+    members = tuple(Member(m["id"], m["role"], m.get("jaccard", nan), m["reference"], m.get("containment"))
+                    for m in record["members"])
+    return Group(record["group"], record["keeper"], record["size"], record.get("min_jaccard", nan),
+                 record.get("max_jaccard", nan), record["pairwise"], record["anchored"], members,
+                 record.get("min_containment"), record.get("max_containment"))
 

@@ -21,6 +21,8 @@ METHODS = ("oph", "permutation")
 # How candidates are found (--method): LSH bands, an exact set-similarity join (kernels.allpairs), or whichever
 # costs less on the stored sets (pipeline.candidates.choose_method)
 JOIN_METHODS = ("lsh", "exact", "auto")
+# What a pair's similarity is (--metric): Jaccard, or the containment of the smaller set in the larger
+METRICS = ("jaccard", "containment")
 DEFAULT_THRESHOLD = 0.8
 # (b, r) are chosen by integrating the S-curve's error areas over [0, t] and [t, 1]: at t = 1 the second is empty and
 # every choice ties, so a threshold of 1 (keep only exact copies of the shingle set) chooses the bands for 0.99.
@@ -34,7 +36,7 @@ def digest(*parts) -> str:
 
 
 def _plain(obj):
-    if isinstance(obj, (SourceParams, CandidateParams)):
+    if isinstance(obj, (SourceParams, CandidateParams, VerifyParams)):
         return obj.record()
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         return dataclasses.asdict(obj)
@@ -106,13 +108,21 @@ class CandidateParams:
     # records at their defaults (record()), so that the keys of LSH runs stay what they were before --method.
     method: str = "lsh"
     threshold: float | None = None
+    metric: str = "jaccard"  # containment: the join finds pairs by containment (method exact)
 
     def record(self) -> dict:
-        """The stored form: dataclasses.asdict without method and threshold at their defaults."""
-        record = dataclasses.asdict(self)
-        if self.method == "lsh":
-            del record["method"], record["threshold"]
-        return record
+        """The stored form: dataclasses.asdict without method, threshold and metric at their defaults."""
+        return _without_defaults(self, method="lsh", threshold=None, metric="jaccard")
+
+
+def _without_defaults(params, **defaults) -> dict:
+    """dataclasses.asdict(params) without the named fields at the given (default) values: fields added later
+    leave the fingerprints and stored records of runs that do not use them as they were."""
+    record = dataclasses.asdict(params)
+    for name, default in defaults.items():
+        if record[name] == default:
+            del record[name]
+    return record
 
 
 # The keeper rules (pipeline.groups.KeeperRules applies them), checked here with the other options.
@@ -150,6 +160,11 @@ class ClusterParams:
 @dataclasses.dataclass(frozen=True)
 class VerifyParams:
     threshold: float = DEFAULT_THRESHOLD
+    metric: str = "jaccard"  # or "containment": |A ∩ B| / min(|A|, |B|), the smaller set in the larger
+
+    def record(self) -> dict:
+        """The stored form: without metric at its default (CandidateParams.record)."""
+        return _without_defaults(self, metric="jaccard")
 
 
 def default_jobs() -> int:
@@ -244,7 +259,7 @@ RANGES = {"k": (1, 64), "num_perm": (1, 8192), "seed": (0, 2**63 - 1), "bands": 
 DOCUMENT_FORMATS = ("text", "pdf", "docx", "odt", "epub", "html", "eml", "mbox", "gz", "bz2", "xz", "zst")
 HTML_MODES = ("visible", "main")
 CHOICES = {"unit": UNITS, "whitespace": ("collapse", "remove"), "minhash": METHODS, "link": ("keeper", "connected"),
-           "method": JOIN_METHODS}
+           "method": JOIN_METHODS, "metric": METRICS}
 
 
 def resolve(*, unit: str = "word", k: int = 5, whitespace: str = "collapse", strip_punct: bool = False,
@@ -255,11 +270,17 @@ def resolve(*, unit: str = "word", k: int = 5, whitespace: str = "collapse", str
             text_field: str = "text", strict: bool = False, include: tuple[str, ...] | list[str] = (),
             exclude: tuple[str, ...] | list[str] = (), hidden: bool = False, follow_links: bool = False,
             null: bool = False, partition_docs: int = 4000, formats: tuple[str, ...] | list[str] = (),
-            html: str | None = None, method: str | None = None) -> RunConfig:
+            html: str | None = None, method: str | None = None, metric: str | None = None) -> RunConfig:
     """The options of `run` (the defaults are its defaults) checked and resolved into frozen parameters. Raises
     ParameterError with the command line's message for a bad value; explicit --bands/--rows are checked against
     --num-perm here, before any work dir is made."""
-    method = method or CandidateParams.method  # None: the default, as the command line gives it when not set
+    metric = metric or VerifyParams.metric  # None: the default, as the command line gives it when not set
+    if metric == "containment" and method == "lsh":
+        raise ParameterError("--metric containment: LSH bands find pairs by Jaccard, not containment; use "
+                             "--method exact (the default with containment)")
+    if metric == "containment" and method in (None, "auto"):  # its one way to find pairs: nothing to choose
+        method = "exact"
+    method = method or CandidateParams.method
     values = locals()
     for name, (low, high) in RANGES.items():
         value = values[name]
@@ -290,8 +311,8 @@ def resolve(*, unit: str = "word", k: int = 5, whitespace: str = "collapse", str
         shingle=ShingleParams(unit, k, whitespace, strip_punct),
         signature=SignatureParams(num_perm, seed, minhash),
         candidates=CandidateParams(max_bucket, min_shingles, min_size, method,
-                                   None if method == "lsh" else threshold_or_default(threshold)),
-        verify=VerifyParams(threshold_or_default(threshold)),
+                                   None if method == "lsh" else threshold_or_default(threshold), metric),
+        verify=VerifyParams(threshold_or_default(threshold), metric),
         cluster=ClusterParams(link, keeper_rules, prefer),
         threshold=threshold, bands=bands, rows=rows, references=_strings(references))
 

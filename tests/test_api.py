@@ -32,8 +32,14 @@ def jsonl(*args, input=None) -> dict[str, list[dict]]:
 
 
 def records(items) -> list[dict]:
-    """Typed records as JSON would give them back (a Group's tuple of members is a list)."""
-    return json.loads(json.dumps([dataclasses.asdict(item) for item in items]))
+    """Typed records as JSON would give them back (a Group's tuple of members is a list), without the containment
+    fields a Jaccard run leaves None."""
+    def plain(value):
+        if isinstance(value, dict):
+            return {k: plain(v) for k, v in value.items() if not (k.endswith("containment") and v is None)}
+        return [plain(v) for v in value] if isinstance(value, list) else value
+
+    return plain(json.loads(json.dumps([dataclasses.asdict(item) for item in items])))
 
 
 def cli_options(options: dict) -> list[str]:

@@ -162,3 +162,138 @@ def test_method_is_checked_and_taken_by_the_api(tmp_path):
     texts = [" ".join(f"w{i}" for i in range(40)), " ".join(f"w{i}" for i in range(10, 50)), "w1 w2 w3 w4 w5 w6"]
     found = nearDup.find_duplicates(texts=texts, method="exact", threshold=0.5, bands=2, rows=64, min_shingles=1)
     assert {(p.a, p.b) for p in found.pairs} == set(brute_force_pairs(dict(zip("012", texts)), 0.5)) == {("0", "1")}
+
+
+# ------------------------------------------------------------------------------------------ --metric containment
+
+def brute_containment(texts: dict[str, str], t: float, unit: str = "word", k: int = 5) -> dict:
+    """{(contained, container): |A ∩ B| / |A|} for every pair whose smaller set has at least t of itself in the
+    larger, by comparing all pairs of reference shingle sets; equal sizes give both directions (either is right)."""
+    from conftest import reference_shingles
+
+    shingled = {name: reference_shingles(text, unit, k) for name, text in texts.items()}
+    out = {}
+    for a, b in itertools.permutations(sorted(shingled), 2):
+        sa, sb = shingled[a], shingled[b]
+        if sa and sb and len(sa) <= len(sb) and len(sa & sb) / len(sa) >= t:
+            out[(a, b)] = len(sa & sb) / len(sa)
+    return out
+
+
+def directed_pairs(stdout: str) -> dict:
+    """{(contained, container): containment} of jsonl pairs."""
+    records = [json.loads(line) for line in stdout.splitlines() if line.strip()]
+    return {(r["contained"], r["container"]): r["containment"] for r in records if r.get("type") == "pair"}
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(seed=st.integers(0, 10**6), n=st.integers(2, 30), vocab=st.sampled_from([5, 30, 400]),
+       t=st.sampled_from([0.3, 0.6, 0.9, 1.0]), unit=st.sampled_from(["word", "char"]), tasks=st.booleans())
+def test_containment_equals_brute_force(tmp_path_factory, monkeypatch, seed, n, vocab, t, unit, tasks):
+    """Every pair whose smaller set is contained in the larger at >= t, directed smaller -> larger, with its
+    containment and Jaccard; excerpts of other texts are planted so that containment and Jaccard differ."""
+    folder = tmp_path_factory.mktemp("c")
+    texts = write_corpus(folder / "docs", seed, n, vocab)
+    rng = random.Random(seed)
+    for i, text in enumerate(list(texts.values())[:5]):
+        words = text.split()
+        lo = rng.randrange(len(words))
+        (folder / "docs" / f"excerpt{i}.txt").write_text(" ".join(words[lo:lo + rng.randint(3, 20)]))
+    texts = {str(p): p.read_text() for p in (folder / "docs").iterdir()}
+    monkeypatch.setattr(candidates, "MIN_JOIN_VALUES", 1 if tasks else candidates.MIN_JOIN_VALUES)
+    k = 2 if unit == "word" else 4
+    result = invoke("-w", folder / "w", "run", folder / "docs", "--metric", "containment", "-t", t, "--unit", unit,
+                    "-k", k, "--min-shingles", 1, "--format", "jsonl", "-j", 1)
+    assert result.exit_code == 0, result.stderr
+    truth = brute_containment(texts, t, unit, k)
+    found = directed_pairs(result.stdout)
+    assert set(found) <= set(truth)  # each pair directed the right way (smaller set contained)
+    assert {frozenset(p) for p in found} == {frozenset(p) for p in truth}  # and each pair once
+    assert all(found[p] == pytest.approx(truth[p]) for p in found)
+
+
+@pytest.fixture
+def book(tmp_path):
+    """A book, a chapter of it and a copy of the chapter, a quotation with a few words of its own, another text."""
+    rng = random.Random(5)
+    words = [f"w{i}" for i in range(500)]
+    text = [rng.choice(words) for _ in range(600)]
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    files = {"book.txt": text, "chapter.txt": text[100:250], "chapter_copy.txt": text[100:250],
+             "quote.txt": text[300:340] + ["x1", "x2", "x3", "x4", "x5"],
+             "other.txt": [rng.choice(words) for _ in range(200)]}
+    for name, content in files.items():
+        (folder / name).write_text(" ".join(content))
+    return folder
+
+
+def test_containment_pairs_are_directed_in_every_format(book, tmp_path, monkeypatch):
+    """Which end is contained: the jsonl keys and the csv header say it; tsv and human put it first."""
+    def run(*options):
+        result = invoke("-w", tmp_path / "w", "run", ".", "--metric", "containment", "-t", 0.7, *options)
+        assert result.exit_code == 0, result.stderr
+        return result.stdout
+
+    monkeypatch.chdir(book)
+    assert run("--format", "tsv").splitlines() == [
+        "1.0000\t./chapter.txt\t./book.txt", "1.0000\t./chapter_copy.txt\t./book.txt",
+        "1.0000\t./chapter.txt\t./chapter_copy.txt", "0.8780\t./quote.txt\t./book.txt"]
+    csv = run("--format", "csv").splitlines()
+    assert csv[0] == "containment,contained,container,jaccard,estimate,intersection,union"
+    assert csv[4].startswith("0.8780,./quote.txt,./book.txt,0.0599,")
+    pairs = [json.loads(line) for line in run("--format", "jsonl").splitlines()]
+    assert pairs[0]["params"]["metric"] == "containment" and pairs[0]["params"]["method"] == "exact"
+    assert [(p["contained"], p["container"], p["intersection"]) for p in pairs[1:-1]] == [
+        ("./chapter.txt", "./book.txt", 146), ("./chapter_copy.txt", "./book.txt", 146),
+        ("./chapter.txt", "./chapter_copy.txt", 146), ("./quote.txt", "./book.txt", 36)]
+    assert pairs[4]["containment"] == 36 / 41 and pairs[4]["jaccard"] == 36 / pairs[4]["union"]
+    assert "./quote.txt  in  ./book.txt" in run("--format", "human")
+    groups = [json.loads(line) for line in run("--groups", "--format", "jsonl").splitlines()][1:-1]
+    assert len(groups) == 1 and groups[0]["keeper"] == "./book.txt"
+    assert [(m["id"], m["role"], m["containment"]) for m in groups[0]["members"]] == [
+        ("./book.txt", "keeper", 1.0), ("./chapter.txt", "duplicate", 1.0), ("./chapter_copy.txt", "duplicate", 1.0),
+        ("./quote.txt", "duplicate", 36 / 41)]
+    assert run("--groups", "--format", "csv").splitlines()[:2] == ["group,role,containment,path",
+                                                                   "1,keeper,1.0000,./book.txt"]
+    assert sorted(run("--print", "dupes").split()) == ["./chapter.txt", "./chapter_copy.txt", "./quote.txt"]
+    jaccard = invoke("-w", tmp_path / "j", "run", ".", "-t", 0.7, "--format", "tsv")
+    assert jaccard.stdout.splitlines() == ["1.0000\t./chapter.txt\t./chapter_copy.txt"]  # what Jaccard sees
+
+
+def test_containment_script_removes_exactly_the_contained_files(book, tmp_path):
+    """The script of a containment run, run with sh, removes the chapter, its copy and the quotation, and keeps
+    the book that contains them and the unrelated text."""
+    import subprocess
+
+    result = invoke("-w", tmp_path / "w", "run", book, "--metric", "containment", "-t", 0.7, "--print", "script")
+    assert result.exit_code == 0, result.stderr
+    script = tmp_path / "script.sh"
+    script.write_text(result.stdout)
+    done = subprocess.run(["sh", str(script)], cwd=tmp_path, capture_output=True)
+    assert done.returncode == 0, done.stderr
+    assert sorted(p.name for p in book.iterdir()) == ["book.txt", "other.txt"]
+
+
+def test_containment_is_the_same_whatever_jobs_and_options_are_checked(book, tmp_path, monkeypatch):
+    monkeypatch.setattr(candidates, "MIN_JOIN_VALUES", 1)
+    outputs = [invoke("-w", tmp_path / str(j), "run", book, "--metric", "containment", "-t", 0.5, "--groups",
+                      "--format", "jsonl", "-j", j).stdout_bytes for j in (1, 2)]
+    assert outputs[0] == outputs[1] and b"min_containment" in outputs[0]
+    bad = invoke("-w", tmp_path / "b", "run", book, "--metric", "containment", "--method", "lsh")
+    assert bad.exit_code != 0 and "--method exact" in bad.stderr and "Traceback" not in bad.stderr
+    assert invoke("run", book, "--index", tmp_path / "ix", "--metric", "containment").exit_code == 0
+    query = invoke("query", "--index", tmp_path / "ix", book / "quote.txt")
+    assert query.exit_code != 0 and "--metric containment" in query.stderr
+
+
+def test_containment_through_the_api(book):
+    import nearDup
+
+    result = nearDup.find_duplicates([str(book)], metric="containment", threshold=0.7)
+    assert {(p.a.rsplit("/", 1)[-1], p.b.rsplit("/", 1)[-1], p.containment) for p in result.pairs} == {
+        ("chapter.txt", "book.txt", 1.0), ("chapter_copy.txt", "book.txt", 1.0),
+        ("chapter.txt", "chapter_copy.txt", 1.0), ("quote.txt", "book.txt", 36 / 41)}
+    (group,) = result.groups
+    assert group.keeper.endswith("book.txt") and group.min_containment == 36 / 41
+    assert [m.containment for m in group.members] == [1.0, 1.0, 1.0, 36 / 41]

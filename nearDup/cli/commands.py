@@ -40,6 +40,7 @@ from .options import (
     cluster_options,
     common_options,
     method_option,
+    metric_option,
     reference_option,
     refuse_common,
     script_options,
@@ -134,6 +135,7 @@ def cluster(ctx, link, keep, prefer):
 @band_options
 @candidate_options
 @method_option
+@metric_option
 @cluster_options
 @click.option("--groups", is_flag=True, help="Print duplicate groups (the same as --print groups).")
 @click.option("--index", type=click.Path(file_okay=False), metavar="DIR",

@@ -15,6 +15,7 @@ from ..config import (
     DEFAULT_THRESHOLD,
     JOIN_METHODS,
     METHODS,
+    METRICS,
     RULES,
     UNITS,
     CandidateParams,
@@ -182,6 +183,11 @@ method_option = click.option(
     help="How candidates are found: lsh (MinHash bands, fast, recall by the S-curve), exact (every pair with "
          "Jaccard >= --threshold, by an exact set-similarity join: recall 1), auto (whichever costs less; said on "
          f"stderr) [default: {CandidateParams().method}].")
+metric_option = click.option(
+    "--metric", type=click.Choice(METRICS),  # default None, so that it is not in the JSONL header unless given
+    help="jaccard: |A ∩ B| / |A ∪ B| >= --threshold; containment: |A ∩ B| / |A| >= --threshold, A the smaller "
+         "set, pairs directed contained -> container, the container the keeper of what it contains (--method "
+         "exact) [default: jaccard].")
 cluster_options = _options(
     click.option("--link", type=click.Choice(["keeper", "connected"]), default=ClusterParams().link,
                  show_default=True, help="keeper: every member is >= the threshold against its keeper; connected: "

@@ -299,6 +299,7 @@ class JoinTask:
     threshold: float
     lo: int
     hi: int
+    metric: str = "jaccard"
 
     def __post_init__(self):
         _absolute(self, "root", "values", "offsets")
@@ -309,7 +310,7 @@ def join_pairs(task: JoinTask) -> np.ndarray:
     work = WorkDir(task.root)
     values = work.load_array(Path(task.values), "candidates", mmap=True)
     offsets = work.load_array(Path(task.offsets), "candidates")
-    return allpairs.join_part(values, offsets, task.threshold, "jaccard", task.lo, task.hi, JOIN_MEMORY).pairs
+    return allpairs.join_part(values, offsets, task.threshold, task.metric, task.lo, task.hi, JOIN_MEMORY).pairs
 
 
 def _join_input(work: WorkDir, key: str, shingle_record: ShingleRecord, order: np.ndarray,
@@ -362,18 +363,19 @@ def join_ranges(offsets: np.ndarray) -> list[tuple[int, int]]:
 def _run_exact(runner: Runner, key: str, params: CandidateParams, upstream: str, join: JoinInput, label: np.ndarray,
                small: int) -> CandidatesRecord:
     """The candidates of --method exact: the class pairs of every two classes whose sets have Jaccard >= the
-    threshold, and (A, A) for each class of copies. No band index is made (so `query` on an index built so sorts
+    threshold (--metric containment: one of them contained in the other, |A ∩ B| / |A| >= t, in either
+    direction), and (A, A) for each class of copies. No band index is made (so `query` on an index built so sorts
     the band keys itself) and no bucket is too large."""
     work = runner.work
     assert params.threshold is not None
-    tasks = [JoinTask(str(work.root), str(join.paths[0]), str(join.paths[1]), params.threshold, lo, hi)
-             for lo, hi in join_ranges(join.offsets)]
+    tasks = [JoinTask(str(work.root), str(join.paths[0]), str(join.paths[1]), params.threshold, lo, hi,
+                      params.metric) for lo, hi in join_ranges(join.offsets)]
     results = runner.engine.map(join_pairs, tasks, desc="join", sizes=[t.hi - t.lo for t in tasks], unit="doc")
     found = join.docs[np.concatenate([np.empty((0, 2), np.int64), *results])]
     size = class_sizes(label)
     copies = join.docs[size[join.docs] > 1]
-    pairs = np.concatenate([np.sort(found, axis=1), np.stack([copies, copies], axis=1)])
-    pairs = pairs[np.argsort(lsh.pair_codes(pairs))]
+    # a pair each way once (containment finds a -> b and b -> a when each holds most of the other)
+    pairs = lsh.unique_pairs(np.concatenate([np.sort(found, axis=1), np.stack([copies, copies], axis=1)]))
     join.remove()
     work.save_array(work.output("candidates", "pairs.npy", key), pairs)
     work.save_array(work.output("candidates", "stars.npy", key), np.empty((0, 2), np.int64))
@@ -385,7 +387,12 @@ def _run_exact(runner: Runner, key: str, params: CandidateParams, upstream: str,
                      "large_buckets.jsonl"),
         stats=CandidatesStats(candidates=count, large_buckets=0, small=small, method="exact"))
     work.record_stage("candidates", record)
-    runner.log(f"candidates: {plural(count, 'pair has', 'pairs have')} Jaccard >= {params.threshold} by the exact "
-               f"join" + (f"; {plural(small, 'document')} under {_limits(params)} skipped (never paired)"
-                          if small else ""))
+    skipped = f"; {plural(small, 'document')} under {_limits(params)} skipped (never paired)" if small else ""
+    runner.log(f"candidates: {plural(count, 'pair has', 'pairs have')} {_metric(params.metric)} >= "
+               f"{params.threshold} by the exact join{skipped}")
     return record
+
+
+def _metric(metric: str) -> str:
+    """How messages name the similarity of --metric."""
+    return "Jaccard" if metric == "jaccard" else "containment"

@@ -10,11 +10,11 @@ from ..kernels import sets
 from ..store.manifest import ClusterRecord, ClusterStats, ShingleRecord, VerifyRecord
 from ..store.workdir import WorkDir
 from ..wording import plural
-from .copies import class_degree, class_edges, verified_entries
+from .copies import class_degree, class_edges, set_sizes, verified_entries
 from .driver import PartitionArrays, Runner, _begin, _files, part_starts, require
-from .groups import KeeperRules, build_groups
+from .groups import KeeperRules, Records, build_groups
 from .shingle import load_docs
-from .similarity import set_overlap
+from .similarity import containment, set_overlap
 from .verify import VERIFY_CHUNK
 
 
@@ -33,17 +33,26 @@ def run(runner: Runner, params: ClusterParams) -> ClusterRecord:
     shingles = PartitionArrays(work, "shingle", ("values.npy", "offsets.npy"),  # mapped once for every call
                                shingle_record.shard_numbers)
 
-    def similarity(a, b):
+    contained = upstream.params.metric == "containment"
+
+    def similarity(a, b):  # Jaccard, or (containment) how much of b is in a: a member's share in its keeper
         out = []
         for lo in range(0, len(a), VERIFY_CHUNK):
             inter, la, lb = set_overlap(shingles, starts, a[lo:lo + VERIFY_CHUNK], b[lo:lo + VERIFY_CHUNK])
-            out.append(sets.jaccard(inter, la, lb))
+            out.append(containment(inter, lb) if contained else sets.jaccard(inter, la, lb))
         return np.concatenate(out) if out else np.empty(0)
 
     rules = KeeperRules.parse(",".join(params.keep), params.prefer)
     weights = work.load_array(work.current("verify", "scores.npy"), "verify")[:, 0]  # (Jaccard, estimate) per entry
-    groups = build_groups(docs, edges, upstream.params.threshold, rules, params.link, similarity, anchors,
+    records: Records = docs
+    if contained:  # the keeper is the largest set of its group (after references): what the others are part of
+        rules = KeeperRules(("container", *rules.order), rules.prefer)
+        records = _WithSetSize(docs, set_sizes(entries, work.load_array(work.current("verify", "sizes.npy"),
+                                                                        "verify"), len(docs)))
+    groups = build_groups(records, edges, upstream.params.threshold, rules, params.link, similarity, anchors,
                           degree=lambda mask: class_degree(entries, weights, len(docs), mask))
+    if contained:
+        groups = [_as_containment(g) for g in groups]
     work.save_jsonl(work.output("cluster", "clusters.jsonl", key), groups)
     record = ClusterRecord(key=key, params=params, upstream=upstream.key,
                            files=_files(work, "cluster", key, "clusters.jsonl"), stats=ClusterStats(
@@ -53,6 +62,31 @@ def run(runner: Runner, params: ClusterParams) -> ClusterRecord:
     work.record_stage("cluster", record)
     runner.log(f"cluster: {_cluster_summary(record)}")
     return record
+
+
+class _WithSetSize:
+    """Document records with their shingle-set size (set_size), for the keeper rule of containment."""
+
+    def __init__(self, docs: Records, size: np.ndarray):
+        self.docs, self.size = docs, size
+
+    def __len__(self) -> int:
+        return len(self.docs)
+
+    def __getitem__(self, n: int) -> dict:
+        return {**self.docs[n], "set_size": int(self.size[n])}
+
+
+def _as_containment(group: dict) -> dict:
+    """A group of --metric containment: each member's containment in the keeper (what build_groups computed as
+    its similarity), their least and greatest; the members' containment in each other is not a bound of the
+    group, so it is not given."""
+    members = [{**{k: v for k, v in m.items() if k != "jaccard"}, "containment": m["jaccard"]}
+               for m in group["members"]]
+    shares = [m["containment"] for m in members[1:]]
+    rest = {k: v for k, v in group.items() if k not in ("members", "min_jaccard", "max_jaccard", "pairwise")}
+    return {**rest, "members": members, "min_containment": min(shares), "max_containment": max(shares),
+            "pairwise": "members in the keeper"}
 
 
 def _cluster_summary(record: ClusterRecord) -> str:

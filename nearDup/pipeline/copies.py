@@ -21,7 +21,7 @@ import numpy as np
 
 from ..kernels import lsh, sets
 from ..kernels.hashing import U64, combine, fmix64
-from ..store.manifest import ShingleRecord
+from ..store.manifest import ShingleRecord, VerifyRecord
 from ..store.workdir import WorkDir
 from .driver import PartitionArrays, part_starts, require
 from .shingle import load_catalog
@@ -239,14 +239,57 @@ def ranked(ids: dict[int, str]) -> tuple[list[str], np.ndarray]:
     return sorted(ids.values()), rank
 
 
+def set_sizes(entries: ClassPairs, sizes: np.ndarray, n: int) -> np.ndarray:
+    """The shingle-set size of each document of the verified entries by global number (0 for the others, of n),
+    from the entries' sizes of --metric containment (columns |A ∩ B|, |A ∪ B|, |A|, |B|, A and B its sides)."""
+    list_size = np.zeros(len(entries.lengths), np.int64)
+    list_size[entries.side_a] = sizes[:, 2]
+    list_size[entries.side_b] = sizes[:, 3]
+    out = np.zeros(n, np.int64)
+    out[entries.members] = np.repeat(list_size, entries.lengths)
+    return out
+
+
+def set_sizes_by_rank(entries: ClassPairs, sizes: np.ndarray, rank: np.ndarray) -> np.ndarray:
+    """set_sizes of the listed documents, by rank (ranked)."""
+    out = np.zeros(int(rank.max()) + 1 if len(rank) else 0, np.int64)
+    out[rank[entries.members]] = set_sizes(entries, sizes, len(rank))[entries.members]
+    return out
+
+
+def directed(lo: np.ndarray, hi: np.ndarray, size: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Pairs of ranks (lo, hi) as (contained, container): the smaller set is the one contained (the pair's
+    containment |A ∩ B| / min(|A|, |B|) is its share); equal sizes keep the listing order."""
+    swap = size[hi] < size[lo]
+    return np.where(swap, hi, lo), np.where(swap, lo, hi)
+
+
+def containment_tails(scores: np.ndarray, sizes: np.ndarray) -> list[str]:
+    """The end of each entry's JSON line in pairs.jsonl for --metric containment (keys sorted, as json.dumps)."""
+    jaccard = sets.jaccard(sizes[:, 0], sizes[:, 2], sizes[:, 3]).tolist()
+    return [f', "containment": {c!r}, "estimate": {estimate!r}, "intersection": {inter}, "jaccard": {j!r}, '
+            f'"union": {union}}}\n' for (c, estimate), (inter, union, _, _), j in zip(scores.tolist(), sizes.tolist(),
+                                                                                   jaccard)]
+
+
 def stored_records(work: WorkDir) -> Iterator[dict]:
     """The verified pairs of a work dir as the records of its pairs.jsonl (keys sorted), in its order, made from
     the stored entries as they are asked for instead of parsing millions of lines of JSON."""
     entries = verified_entries(work)
     scores = work.load_array(work.current("verify", "scores.npy"), "verify")
-    values = list(zip(scores.tolist(), work.load_array(work.current("verify", "sizes.npy"), "verify").tolist()))
+    sizes = work.load_array(work.current("verify", "sizes.npy"), "verify")
+    values = list(zip(scores.tolist(), sizes.tolist()))
     names, rank = ranked(load_catalog(work, require(work, ShingleRecord)).ids_of(
         sets.sorted_unique(entries.members).tolist()))
+    if require(work, VerifyRecord).params.metric == "containment":
+        size = set_sizes_by_rank(entries, sizes, rank)
+        jaccard = sets.jaccard(sizes[:, 0], sizes[:, 2], sizes[:, 3]).tolist()
+        for lo, hi, at in expanded_pairs(entries, rank, scores[:, 0]):
+            for a, b, e in zip(*(x.tolist() for x in directed(lo, hi, size)), at.tolist()):
+                (c, estimate), (inter, union, _, _) = values[e]
+                yield {"a": names[a], "b": names[b], "containment": c, "estimate": estimate, "intersection": inter,
+                       "jaccard": jaccard[e], "union": union}
+        return
     for lo, hi, at in expanded_pairs(entries, rank, scores[:, 0]):
         for a, b, e in zip(lo.tolist(), hi.tolist(), at.tolist()):
             (similarity, estimate), (inter, union) = values[e]

@@ -59,6 +59,8 @@ class KeeperRules:
                 "central": lambda: -centrality,
                 "alpha": lambda: doc["id"],
                 "prefer": lambda: not (pattern is not None and pattern.search(doc["id"]) is not None),
+                # --metric containment puts it first (never given by --keep): the keeper holds what it contains
+                "container": lambda: -doc["set_size"],
             }[rule]())
         key.append(doc["id"])
         return tuple(key)

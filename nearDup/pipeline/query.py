@@ -8,7 +8,7 @@ import numpy as np
 from ..config import (
     CandidateParams,
 )
-from ..errors import InputError
+from ..errors import InputError, ParameterError
 from ..kernels import lsh, sets
 from ..store.manifest import BandRecord, CandidatesRecord, ShingleRecord, SignatureRecord
 from ..store.workdir import WorkDir
@@ -52,6 +52,10 @@ def run(work: WorkDir, paths: list[str], stdin, threshold: float | None) -> tupl
     read. Returns (pairs with a = the query document, problems)."""
     band_record = require(work, BandRecord)
     shingle_record = require(work, ShingleRecord)
+    verify_record = work.manifest().verify
+    if verify_record is not None and verify_record.params.metric != "jaccard":
+        raise ParameterError(f"{work.root}: query finds near-duplicates by Jaccard, and this index was built with "
+                             f"--metric {verify_record.params.metric}; run it with the new documents instead")
     source, params = shingle_record.source, shingle_record.params
     signature_params = require(work, SignatureRecord).params
     bands, rows = band_record.params.bands, band_record.params.rows

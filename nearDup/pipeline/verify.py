@@ -1,4 +1,6 @@
-"""Stage 5, verify: the exact Jaccard of every candidate pair, kept when it is at least the threshold."""
+"""Stage 5, verify: the exact Jaccard of every candidate pair, kept when it is at least the threshold; with
+--metric containment, the containment of the smaller set in the larger, |A ∩ B| / min(|A|, |B|), and the pair
+written contained -> container."""
 from __future__ import annotations
 
 import dataclasses
@@ -14,11 +16,11 @@ from ..kernels import lsh, sets
 from ..store.manifest import CandidatesRecord, ShingleRecord, SignatureRecord, VerifyBasis, VerifyRecord, VerifyStats
 from ..store.workdir import WorkDir, atomic_file
 from ..wording import plural
-from .copies import ClassPairs, among, expanded_pairs, ranked, uncovered
+from .copies import ClassPairs, among, containment_tails, directed, expanded_pairs, ranked, set_sizes_by_rank, uncovered
 from .driver import PartitionArrays, Runner, _absolute, _begin, _files, _up_to_date, part_starts, require
 from .results import recall_warning
 from .shingle import load_catalog
-from .similarity import agreement, set_overlap
+from .similarity import agreement, containment, set_overlap
 
 _JSON = json.JSONEncoder(ensure_ascii=False, sort_keys=True)  # as WorkDir.save_jsonl writes records
 VERIFY_CHUNK = 20_000  # candidate pairs per verification task, at most
@@ -59,7 +61,7 @@ def _reusable(work: WorkDir, basis: VerifyBasis) -> tuple[np.ndarray, ...] | Non
     if record is None or record.basis is None or _up_to_date(work, VerifyRecord, record.key) is None:
         return None
     old = record.basis
-    if (old.threshold != basis.threshold or old.signature != basis.signature
+    if (old.threshold != basis.threshold or old.signature != basis.signature or old.metric != basis.metric
             or old.shard_keys != basis.shard_keys[:len(old.shard_keys)]):
         return None
     return tuple(work.load_array(work.output("verify", name, record.key), "verify")
@@ -67,20 +69,21 @@ def _reusable(work: WorkDir, basis: VerifyBasis) -> tuple[np.ndarray, ...] | Non
 
 
 def run(runner: Runner, params: VerifyParams) -> VerifyRecord:
-    """Exact Jaccard of the candidate pairs. Pairs checked by the last run on the same shards are not checked
-    again: an incremental run verifies only the pairs that involve a new or changed document."""
+    """Exact Jaccard (or containment) of the candidate pairs. Pairs checked by the last run on the same shards are
+    not checked again: an incremental run verifies only the pairs that involve a new or changed document."""
     work = runner.work
     upstream, key, record = _begin(runner, VerifyRecord, CandidatesRecord, params)
     warning = recall_warning(work, params.threshold)  # said with the results
     if record is not None:
-        runner.log(f"verify: up to date ({plural(record.stats.pairs, 'pair')} with Jaccard >= "
+        runner.log(f"verify: up to date ({plural(record.stats.pairs, 'pair')} with {_named(params)} >= "
                    f"{params.threshold})")
         if warning is not None:
             runner.log(f"warning: {warning}")
         return record
     shingle_record = require(work, ShingleRecord)
-    basis = VerifyBasis(threshold=params.threshold, shard_keys=shingle_record.shard_keys,
-                        signature=require(work, SignatureRecord).params)
+    contained = params.metric == "containment"
+    basis = VerifyBasis(threshold=params.threshold, metric=params.metric if contained else None,
+                        shard_keys=shingle_record.shard_keys, signature=require(work, SignatureRecord).params)
     label = work.load_array(work.current("candidates", "classes.npy"), "candidates")
     class_pairs = work.load_array(work.current("candidates", "pairs.npy"), "candidates")
     pairs, is_class = _entries(class_pairs, work.load_array(work.current("candidates", "stars.npy"), "candidates"),
@@ -95,7 +98,8 @@ def run(runner: Runner, params: VerifyParams) -> VerifyRecord:
         accepted, scores, sizes = accepted[kept], scores[kept], sizes[kept]
         todo = pairs[~known]
     else:
-        accepted, scores, sizes, todo = np.empty((0, 2), np.int64), np.empty((0, 2)), np.empty((0, 2), np.int64), pairs
+        accepted, scores, sizes, todo = (np.empty((0, 2), np.int64), np.empty((0, 2)),
+                                         np.empty((0, 4 if contained else 2), np.int64), pairs)
     todo_path = work.output("verify", "todo.npy", key)
     work.save_array(todo_path, todo)
     n = len(todo)
@@ -110,10 +114,12 @@ def run(runner: Runner, params: VerifyParams) -> VerifyRecord:
     else:
         inter = la = lb = np.empty(0, np.int64)
         estimate = np.empty(0)
-    similarity = sets.jaccard(inter, la, lb)
+    similarity = containment(inter, np.minimum(la, lb)) if contained else sets.jaccard(inter, la, lb)
     keep = np.flatnonzero(similarity >= params.threshold)
     fresh_scores = np.stack([similarity[keep], estimate[keep]], axis=1) if len(keep) else np.empty((0, 2))
-    fresh_sizes = np.stack([inter[keep], la[keep] + lb[keep] - inter[keep]], axis=1).astype(np.int64)
+    # containment: |A| and |B| too, which say which side is contained (the smaller)
+    fresh_sizes = np.stack([inter[keep], la[keep] + lb[keep] - inter[keep], *((la[keep], lb[keep]) if contained
+                                                                             else ())], axis=1).astype(np.int64)
     del results, inter, la, lb, estimate, similarity  # per candidate: millions of pairs of copies, not needed now
     accepted, scores = np.concatenate([accepted, todo[keep]]), np.concatenate([scores, fresh_scores])
     sizes = np.concatenate([sizes, fresh_sizes])
@@ -128,7 +134,7 @@ def run(runner: Runner, params: VerifyParams) -> VerifyRecord:
     work.save_array(work.output("verify", "scores.npy", key), scores)
     work.save_array(work.output("verify", "sizes.npy", key), sizes)
     with atomic_file(work.output("verify", "pairs.jsonl", key), "w") as f:
-        for lines in _pair_lines(ids, entries, scores, sizes):
+        for lines in _pair_lines(ids, entries, scores, sizes, contained):
             f.writelines(lines)
     todo_path.unlink()
     record = VerifyRecord(key=key, params=params, upstream=upstream.key, basis=basis,
@@ -138,7 +144,7 @@ def run(runner: Runner, params: VerifyParams) -> VerifyRecord:
     work.record_stage("verify", record)
     reused = f" ({len(pairs) - n} known from the last run)" if len(pairs) > n else ""
     runner.log(f"verify: {found} of {plural(candidates, 'candidate pair has', 'candidate pairs have')} "
-               f"exact Jaccard >= {params.threshold}{reused}")
+               f"exact {_named(params)} >= {params.threshold}{reused}")
     if warning is not None:
         runner.log(f"warning: {warning}")
     return record
@@ -155,17 +161,30 @@ def _entries(class_pairs: np.ndarray, stars: np.ndarray, label: np.ndarray) -> t
     return pairs[order], is_class[order]
 
 
-def _pair_lines(ids: dict[int, str], entries: ClassPairs, scores: np.ndarray, sizes: np.ndarray):
+def _named(params: VerifyParams) -> str:
+    return "Jaccard" if params.metric == "jaccard" else "containment"
+
+
+def _pair_lines(ids: dict[int, str], entries: ClassPairs, scores: np.ndarray, sizes: np.ndarray,
+                contained: bool = False):
     """The verified pairs as the JSON lines of pairs.jsonl, with ids, scores and set sizes (|A ∩ B|, |A ∪ B|),
     best first, then by id: an order that does not depend on how the documents were numbered. Lists of lines, a
     bounded number at a time: the pairs of classes of copies are made (pipeline.copies.expanded_pairs) on each
     id's rank among the ids, for thousands of copies of one text stand for millions of pairs. Each id and each
     entry's scores are encoded once, as json.dumps(record, ensure_ascii=False, sort_keys=True) would (floats by
-    repr): json.dumps of every record is slow for millions of pairs."""
+    repr): json.dumps of every record is slow for millions of pairs. contained: --metric containment, each pair
+    a -> b, a contained in b (copies.directed), with its containment and Jaccard."""
     names, rank = ranked(ids)
     quoted = [_JSON.encode(name) for name in names]
-    tails = [f', "estimate": {estimate!r}, "intersection": {inter}, "jaccard": {similarity!r}, "union": {union}}}\n'
-             for (similarity, estimate), (inter, union) in zip(scores.tolist(), sizes.tolist())]
+    if contained:
+        tails = containment_tails(scores, sizes)
+        size = set_sizes_by_rank(entries, sizes, rank)
+    else:
+        tails = [f', "estimate": {estimate!r}, "intersection": {inter}, "jaccard": {similarity!r}, '
+                 f'"union": {union}}}\n' for (similarity, estimate), (inter, union) in zip(scores.tolist(),
+                                                                                       sizes.tolist())]
     for lo, hi, at in expanded_pairs(entries, rank, scores[:, 0]):
+        if contained:
+            lo, hi = directed(lo, hi, size)
         yield [f'{{"a": {quoted[a]}, "b": {quoted[b]}{tails[e]}' for a, b, e in zip(lo.tolist(), hi.tolist(),
                                                                                       at.tolist())]

@@ -9,6 +9,7 @@ Knows nothing of click or the work dir.
 from __future__ import annotations
 
 import io
+import itertools
 import json
 import re
 from collections.abc import Iterable
@@ -22,6 +23,18 @@ SELECTIONS = ("pairs", "groups", "dupes", "keepers", "uniques", "script")
 FORMATS = ("tsv", "jsonl", "csv", "human", "fdupes")
 SCHEMA = 1
 PAIR_FIELDS = ("jaccard", "a", "b", "estimate", "intersection", "union")
+# --metric containment: a pair is directed, a (contained) -> b (container), and its score is the containment
+CONTAINMENT_FIELDS = ("containment", "contained", "container", "jaccard", "estimate", "intersection", "union")
+
+
+def _directed(p: dict) -> dict:
+    """A containment pair's record with its ends named for what they are."""
+    return {**p, "contained": p["a"], "container": p["b"]}
+
+
+def _metric(record: dict) -> str:
+    """The score of a pair or group record: "containment" (--metric containment), else "jaccard"."""
+    return "containment" if "containment" in record or "min_containment" in record else "jaccard"
 
 
 # what could hide text from a person reading a terminal or a script (or rewrite the terminal: ESC sequences):
@@ -70,6 +83,11 @@ class Printer:
 
     # -------------------------------------------------------------------------------- records
     def pairs(self, pairs: Iterable[dict]) -> None:
+        pairs = iter(pairs)
+        first = next(pairs, None)
+        pairs = itertools.chain([first] if first is not None else [], pairs)
+        if first is not None and _metric(first) == "containment":
+            return self._containment_pairs(_directed(p) for p in pairs)
         if self.fmt == "jsonl":
             for p in pairs:
                 self._json({"type": "pair", **{k: p[k] for k in PAIR_FIELDS}})
@@ -85,7 +103,27 @@ class Printer:
             for p in pairs:
                 self.stream.write(f"{p['jaccard']:.4f}\t{p['a']}\t{p['b']}{self.end}")
 
+    def _containment_pairs(self, pairs: Iterable[dict]) -> None:
+        """Directed pairs: jsonl and csv name the ends contained and container; tsv and human give containment,
+        contained, container (human: "A in B")."""
+        if self.fmt == "jsonl":
+            for p in pairs:
+                self._json({"type": "pair", **{k: p[k] for k in CONTAINMENT_FIELDS}})
+        elif self.fmt == "csv":
+            self._csv(list(CONTAINMENT_FIELDS), ([f"{p['containment']:.4f}", p["a"], p["b"], f"{p['jaccard']:.4f}",
+                                                  f"{p['estimate']:.4f}", p["intersection"], p["union"]]
+                                                 for p in pairs))
+        elif self.fmt == "human":
+            console = self._rich()
+            for p in pairs:
+                console.print(f"[bold]{p['containment']:.4f}[/]  {_esc(p['a'])}  [dim]in[/]  {_esc(p['b'])}")
+        else:
+            for p in pairs:
+                self.stream.write(f"{p['containment']:.4f}\t{p['a']}\t{p['b']}{self.end}")
+
     def groups(self, groups: list[dict]) -> None:
+        if groups and _metric(groups[0]) == "containment":
+            return self._containment_groups(groups)
         if self.fmt == "jsonl":
             for g in groups:
                 self._json({"type": "group", "group": g["group"], "keeper": g["keeper"], "size": g["size"],
@@ -115,6 +153,37 @@ class Printer:
             for g in groups:
                 for m in g["members"]:
                     self.stream.write(f"{g['group']}\t{m['role']}\t{m['jaccard']:.4f}\t{m['id']}{self.end}")
+
+    def _containment_groups(self, groups: list[dict]) -> None:
+        """Groups of --metric containment: each member's containment in the keeper instead of its Jaccard."""
+        if self.fmt == "jsonl":
+            for g in groups:
+                self._json({"type": "group", "group": g["group"], "keeper": g["keeper"], "size": g["size"],
+                            "min_containment": g["min_containment"], "max_containment": g["max_containment"],
+                            "pairwise": g["pairwise"], "anchored": g["anchored"],
+                            "members": [{k: m[k] for k in ("id", "role", "containment", "reference")}
+                                        for m in g["members"]]})
+        elif self.fmt == "csv":
+            self._csv(["group", "role", "containment", "path"], ([g["group"], m["role"], f"{m['containment']:.4f}",
+                                                                 m["id"]] for g in groups for m in g["members"]))
+        elif self.fmt == "human":
+            console = self._rich()
+            for g in groups:
+                console.print(f"[bold]group {g['group']}[/]: {g['size']} documents, contained "
+                              f"{g['min_containment']:.2f}-{g['max_containment']:.2f} in the keeper")
+                for m in g["members"]:
+                    mark = {"keeper": "[green]keep[/]", "reference": "[cyan]ref [/]"}.get(m["role"], "[red]dupe[/]")
+                    console.print(f"  {mark}  {m['containment']:.4f}  {_esc(m['id'])}")
+                console.print()
+        elif self.fmt == "fdupes":
+            for g in groups:
+                for m in g["members"]:
+                    self.stream.write(m["id"] + self.end)
+                self.stream.write(self.end)
+        else:
+            for g in groups:
+                for m in g["members"]:
+                    self.stream.write(f"{g['group']}\t{m['role']}\t{m['containment']:.4f}\t{m['id']}{self.end}")
 
     def paths(self, paths: list[str], role: str) -> None:
         if self.fmt == "jsonl":

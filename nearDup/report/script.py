@@ -179,7 +179,8 @@ def make_script(groups: list[dict], docs: dict[str, dict], action: str, quaranti
                 hidden += 1
                 lines.append(f"# WARNING: names with control, bidi or undecodable characters, shown escaped: "
                              f"{visible(dup_args[0])} (keeper {visible(keeper_args[0])})")
-            lines.append(f"act {' '.join(map(sh_quote, words))}  # group {g['group']}, Jaccard {m['jaccard']:.4f}")
+            score = f"Jaccard {m['jaccard']:.4f}" if "jaccard" in m else f"contained {m['containment']:.4f} in keeper"
+            lines.append(f"act {' '.join(map(sh_quote, words))}  # group {g['group']}, {score}")
             count += 1
     warning = (f"\n# {hidden} action(s) below name files with control, bidi or undecodable characters: read the "
                f"WARNING comment above each, where they are shown escaped." if hidden else "")

@@ -53,7 +53,7 @@ def _dump(value: Any) -> Any:
     """The JSON form of a field's value: records by to_json, parameters as dataclasses.asdict (tuples as lists)."""
     if isinstance(value, _Json):
         return value.to_json()
-    if isinstance(value, (SourceParams, CandidateParams)):  # without the fields added later at their defaults
+    if isinstance(value, (SourceParams, CandidateParams, VerifyParams)):  # without fields added later at defaults
         return _dump(value.record())
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return _dump(dataclasses.asdict(value))
@@ -213,6 +213,7 @@ class CandidatesRecord(WholeRecord):
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class VerifyBasis(_Json):
     threshold: float
+    metric: str | None = None  # None: jaccard
     shard_keys: list[str] = field(metadata={"json": "shards"})
     signature: SignatureParams
     rest: dict[str, Any] = field(default_factory=dict, repr=False)
@@ -410,7 +411,7 @@ def _manifest_spec() -> dict:
                                    "?min_shingles": int, "?min_size": int, "shards": [str], "documents": int}},
         "?verify": {**stage, **whole, "params": _params_spec(VerifyParams, "threshold"),
                     "stats": {"pairs": int, **dict.fromkeys(("?candidates", "?checked", "?rejected"), int)},
-                    "?basis": {"threshold": float, "shards": [str], "signature": signature}},
+                    "?basis": {"threshold": float, "?metric": str, "shards": [str], "signature": signature}},
         "?cluster": {**stage, **whole, "params": _params_spec(ClusterParams, "link"),
                      "stats": {**dict.fromkeys(("groups", "documents", "duplicates"), int), "?anchored": int}}}}
 

@@ -18,7 +18,8 @@
       candidates/KEY.classes.npy       int64 (n,): each document's copy class, the smallest number with its set
                                        (-1: cannot pair); pipeline.copies
       candidates/KEY.pairs.npy         int64 (m, 2) class pairs of small buckets, a <= b, sorted: (A, B) stands for
-                                       A x B, (A, A) for the pairs within class A
+                                       A x B, (A, A) for the pairs within class A (--method exact: of the join;
+                                       then no counts, star_counts nor band index)
       candidates/KEY.counts.npy        int64 (m,): in how many bands each pair shares a bucket
       candidates/KEY.stars.npy         int64 (s, 2) document pairs of buckets over --max-bucket (anchor stars)
       candidates/KEY.star_counts.npy   int64 (s,): in how many bands each star pair does
@@ -27,8 +28,9 @@
       candidates/KEY.large_buckets.jsonl  buckets too large for all pairs: band, anchor, size, key
       verify/KEY.checked.npy           int64 (m, 2) every candidate entry verified so far (reused by the next run)
       verify/KEY.pairs.npy             int64 (m, 2) verified entries: class pairs (as in candidates) and star pairs
-      verify/KEY.scores.npy            float64 (m, 2): exact Jaccard, signature estimate
-      verify/KEY.sizes.npy             int64 (m, 2): |A ∩ B|, |A ∪ B| of the verified entries
+      verify/KEY.scores.npy            float64 (m, 2): exact Jaccard (or containment), signature estimate
+      verify/KEY.sizes.npy             int64 (m, 2): |A ∩ B|, |A ∪ B| of the verified entries (--metric
+                                       containment: (m, 4), and |A|, |B|)
       verify/KEY.pairs.jsonl           the verified pairs with ids and scores, best first (classes expanded)
       cluster/KEY.clusters.jsonl       duplicate groups: keeper, members with Jaccard against it, bounds
       <stage>/part-00000.done.json     written last: the partition's key and counts (resume skips it)
