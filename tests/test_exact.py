@@ -103,6 +103,28 @@ def test_exact_output_is_the_same_whatever_jobs_and_join_split(corpus, tmp_path,
     assert outputs[0] and all(out == outputs[0] for out in outputs)
 
 
+@settings(max_examples=60, deadline=None)
+@given(sets_=st.lists(st.lists(st.integers(0, 40), max_size=25), min_size=1, max_size=40),
+       t=st.sampled_from([0.2, 0.5, 0.8, 1.0]), metric=st.sampled_from(["jaccard", "containment"]),
+       cuts=st.lists(st.floats(0, 1), max_size=4))
+def test_join_parts_over_any_probe_ranges_make_the_whole_join(sets_, t, metric, cuts):
+    """allpairs.join_part over consecutive ranges covering the sets finds each pair of the whole join once."""
+    from nearDup.kernels import allpairs
+
+    uniques = [sorted(set(s)) for s in sets_]
+    offsets = np.r_[0, np.cumsum([len(s) for s in uniques])].astype(np.int64)
+    values = np.array([v for s in uniques for v in s], np.uint32)
+    whole = (allpairs.jaccard_join if metric == "jaccard" else allpairs.containment_join)(values, offsets, t)
+    n = len(uniques)
+    bounds = sorted({0, n, *(int(c * n) for c in cuts)})
+    ordered = allpairs.frequency_order(values, offsets)
+    parts = [allpairs.join_part(ordered, offsets, t, metric, lo, hi) for lo, hi in itertools.pairwise(bounds)]
+    pairs = np.concatenate([p.pairs for p in parts])
+    inter = np.concatenate([p.intersection for p in parts])
+    order = np.lexsort((pairs[:, 1], pairs[:, 0]))
+    assert np.array_equal(pairs[order], whole.pairs) and np.array_equal(inter[order], whole.intersection)
+
+
 def test_join_ranges_cover_the_sets_once(monkeypatch):
     offsets = np.r_[0, np.cumsum(np.arange(1, 500))].astype(np.int64)
     for min_values in (1, 1000, 10**9):
@@ -297,3 +319,17 @@ def test_containment_through_the_api(book):
     (group,) = result.groups
     assert group.keeper.endswith("book.txt") and group.min_containment == 36 / 41
     assert [m.containment for m in group.members] == [1.0, 1.0, 1.0, 36 / 41]
+
+
+def test_containment_index_adds_documents_as_a_fresh_run_finds_them(book, tmp_path):
+    """An index's verified entries (with their set sizes) are reused for the old pairs; the new pairs are
+    directed like a fresh run's."""
+    options = ("--metric", "containment", "-t", 0.6, "--format", "jsonl")
+    assert invoke("run", book, "--index", tmp_path / "ix", *options).exit_code == 0
+    words = (book / "book.txt").read_text().split()
+    (book / "excerpt.txt").write_text(" ".join(words[400:480]))
+    added = invoke("run", book, "--index", tmp_path / "ix", *options)
+    fresh = invoke("-w", tmp_path / "fresh", "run", book, *options)
+    assert added.exit_code == 0 and "known from the last run" in added.stderr, added.stderr
+    assert directed_pairs(added.stdout) == directed_pairs(fresh.stdout)
+    assert (str(book / "excerpt.txt"), str(book / "book.txt")) in directed_pairs(added.stdout)

@@ -123,7 +123,7 @@ class App:
             given = {k: v for k, v in self.given.items() if k not in results.params}
             printer.header(__version__, what, {**results.params, **given})  # resolved first, then the rest given
             if what == "pairs":
-                printer.pairs(chosen.pairs)
+                printer.pairs(chosen.pairs, results.params.get("metric"))
             elif what == "groups":
                 assert chosen.groups is not None  # computed for every --print but pairs
                 printer.groups(chosen.groups)

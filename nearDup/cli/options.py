@@ -185,9 +185,9 @@ method_option = click.option(
          f"stderr) [default: {CandidateParams().method}].")
 metric_option = click.option(
     "--metric", type=click.Choice(METRICS),  # default None, so that it is not in the JSONL header unless given
-    help="jaccard: |A ∩ B| / |A ∪ B| >= --threshold; containment: |A ∩ B| / |A| >= --threshold, A the smaller "
-         "set, pairs directed contained -> container, the container the keeper of what it contains (--method "
-         "exact) [default: jaccard].")
+    help="jaccard: shared shingles / shingles of either >= --threshold; containment: shared shingles / shingles "
+         "of the smaller document >= --threshold, pairs directed contained -> container, the container the keeper "
+         "of what it contains (--method exact) [default: jaccard].")
 cluster_options = _options(
     click.option("--link", type=click.Choice(["keeper", "connected"]), default=ClusterParams().link,
                  show_default=True, help="keeper: every member is >= the threshold against its keeper; connected: "

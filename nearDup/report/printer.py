@@ -82,67 +82,57 @@ class Printer:
         self.stream.write(json.dumps(record, sort_keys=False) + self.end)
 
     # -------------------------------------------------------------------------------- records
-    def pairs(self, pairs: Iterable[dict]) -> None:
+    def pairs(self, pairs: Iterable[dict], metric: str | None = None) -> None:
+        """metric: the run's (None: as the records show it), so that no pairs still get the right csv header.
+        Containment pairs are directed: jsonl and csv name the ends contained and container; tsv and human give
+        the containment, then the contained, then the container (human: "A in B")."""
         pairs = iter(pairs)
         first = next(pairs, None)
         pairs = itertools.chain([first] if first is not None else [], pairs)
-        if first is not None and _metric(first) == "containment":
-            return self._containment_pairs(_directed(p) for p in pairs)
+        contained = (metric or (_metric(first) if first is not None else "jaccard")) == "containment"
+        score = "containment" if contained else "jaccard"
         if self.fmt == "jsonl":
+            fields = CONTAINMENT_FIELDS if contained else PAIR_FIELDS
             for p in pairs:
-                self._json({"type": "pair", **{k: p[k] for k in PAIR_FIELDS}})
+                record = _directed(p) if contained else p
+                self._json({"type": "pair", **{k: record[k] for k in fields}})
         elif self.fmt == "csv":
-            self._csv(["jaccard", "a", "b", "estimate", "intersection", "union"],
-                      ([f"{p['jaccard']:.4f}", p["a"], p["b"], f"{p['estimate']:.4f}", p["intersection"],
-                        p["union"]] for p in pairs))
+            self._csv(list(CONTAINMENT_FIELDS) if contained else ["jaccard", "a", "b", "estimate", "intersection",
+                                                                  "union"],
+                      ([f"{p[score]:.4f}", p["a"], p["b"], *([f"{p['jaccard']:.4f}"] if contained else []),
+                        f"{p['estimate']:.4f}", p["intersection"], p["union"]] for p in pairs))
         elif self.fmt == "human":
             console = self._rich()
+            between = "in" if contained else "~"
             for p in pairs:
-                console.print(f"[bold]{p['jaccard']:.4f}[/]  {_esc(p['a'])}  [dim]~[/]  {_esc(p['b'])}")
+                console.print(f"[bold]{p[score]:.4f}[/]  {_esc(p['a'])}  [dim]{between}[/]  {_esc(p['b'])}")
         else:  # (fdupes prints groups: the command line asks for them)
             for p in pairs:
-                self.stream.write(f"{p['jaccard']:.4f}\t{p['a']}\t{p['b']}{self.end}")
-
-    def _containment_pairs(self, pairs: Iterable[dict]) -> None:
-        """Directed pairs: jsonl and csv name the ends contained and container; tsv and human give containment,
-        contained, container (human: "A in B")."""
-        if self.fmt == "jsonl":
-            for p in pairs:
-                self._json({"type": "pair", **{k: p[k] for k in CONTAINMENT_FIELDS}})
-        elif self.fmt == "csv":
-            self._csv(list(CONTAINMENT_FIELDS), ([f"{p['containment']:.4f}", p["a"], p["b"], f"{p['jaccard']:.4f}",
-                                                  f"{p['estimate']:.4f}", p["intersection"], p["union"]]
-                                                 for p in pairs))
-        elif self.fmt == "human":
-            console = self._rich()
-            for p in pairs:
-                console.print(f"[bold]{p['containment']:.4f}[/]  {_esc(p['a'])}  [dim]in[/]  {_esc(p['b'])}")
-        else:
-            for p in pairs:
-                self.stream.write(f"{p['containment']:.4f}\t{p['a']}\t{p['b']}{self.end}")
+                self.stream.write(f"{p[score]:.4f}\t{p['a']}\t{p['b']}{self.end}")
 
     def groups(self, groups: list[dict]) -> None:
-        if groups and _metric(groups[0]) == "containment":
-            return self._containment_groups(groups)
+        """Containment groups give each member's containment in the keeper instead of its Jaccard."""
+        score = "containment" if groups and _metric(groups[0]) == "containment" else "jaccard"
         if self.fmt == "jsonl":
             for g in groups:
                 self._json({"type": "group", "group": g["group"], "keeper": g["keeper"], "size": g["size"],
-                            "min_jaccard": g["min_jaccard"], "max_jaccard": g["max_jaccard"],
+                            f"min_{score}": g[f"min_{score}"], f"max_{score}": g[f"max_{score}"],
                             "pairwise": g["pairwise"], "anchored": g["anchored"],
-                            "members": [{k: m[k] for k in ("id", "role", "jaccard", "reference")}
+                            "members": [{k: m[k] for k in ("id", "role", score, "reference")}
                                         for m in g["members"]]})
         elif self.fmt == "csv":
-            self._csv(["group", "role", "jaccard", "path"],
-                      ([g["group"], m["role"], f"{m['jaccard']:.4f}", m["id"]] for g in groups for m in g["members"]))
+            self._csv(["group", "role", score, "path"],
+                      ([g["group"], m["role"], f"{m[score]:.4f}", m["id"]] for g in groups for m in g["members"]))
         elif self.fmt == "human":
             console = self._rich()
             for g in groups:
-                console.print(f"[bold]group {g['group']}[/]: {g['size']} documents, Jaccard "
-                              f"{g['min_jaccard']:.2f}-{g['max_jaccard']:.2f}"
+                bounds = f"{g[f'min_{score}']:.2f}-{g[f'max_{score}']:.2f}"
+                console.print(f"[bold]group {g['group']}[/]: {g['size']} documents, "
+                              + (f"contained {bounds} in the keeper" if score == "containment" else f"Jaccard {bounds}")
                               + (" [yellow](anchored: large bucket)[/]" if g["anchored"] else ""))
                 for m in g["members"]:
                     mark = {"keeper": "[green]keep[/]", "reference": "[cyan]ref [/]"}.get(m["role"], "[red]dupe[/]")
-                    console.print(f"  {mark}  {m['jaccard']:.4f}  {_esc(m['id'])}")
+                    console.print(f"  {mark}  {m[score]:.4f}  {_esc(m['id'])}")
                 console.print()
         elif self.fmt == "fdupes":
             for g in groups:
@@ -152,38 +142,7 @@ class Printer:
         else:
             for g in groups:
                 for m in g["members"]:
-                    self.stream.write(f"{g['group']}\t{m['role']}\t{m['jaccard']:.4f}\t{m['id']}{self.end}")
-
-    def _containment_groups(self, groups: list[dict]) -> None:
-        """Groups of --metric containment: each member's containment in the keeper instead of its Jaccard."""
-        if self.fmt == "jsonl":
-            for g in groups:
-                self._json({"type": "group", "group": g["group"], "keeper": g["keeper"], "size": g["size"],
-                            "min_containment": g["min_containment"], "max_containment": g["max_containment"],
-                            "pairwise": g["pairwise"], "anchored": g["anchored"],
-                            "members": [{k: m[k] for k in ("id", "role", "containment", "reference")}
-                                        for m in g["members"]]})
-        elif self.fmt == "csv":
-            self._csv(["group", "role", "containment", "path"], ([g["group"], m["role"], f"{m['containment']:.4f}",
-                                                                 m["id"]] for g in groups for m in g["members"]))
-        elif self.fmt == "human":
-            console = self._rich()
-            for g in groups:
-                console.print(f"[bold]group {g['group']}[/]: {g['size']} documents, contained "
-                              f"{g['min_containment']:.2f}-{g['max_containment']:.2f} in the keeper")
-                for m in g["members"]:
-                    mark = {"keeper": "[green]keep[/]", "reference": "[cyan]ref [/]"}.get(m["role"], "[red]dupe[/]")
-                    console.print(f"  {mark}  {m['containment']:.4f}  {_esc(m['id'])}")
-                console.print()
-        elif self.fmt == "fdupes":
-            for g in groups:
-                for m in g["members"]:
-                    self.stream.write(m["id"] + self.end)
-                self.stream.write(self.end)
-        else:
-            for g in groups:
-                for m in g["members"]:
-                    self.stream.write(f"{g['group']}\t{m['role']}\t{m['containment']:.4f}\t{m['id']}{self.end}")
+                    self.stream.write(f"{g['group']}\t{m['role']}\t{m[score]:.4f}\t{m['id']}{self.end}")
 
     def paths(self, paths: list[str], role: str) -> None:
         if self.fmt == "jsonl":
