@@ -1,14 +1,23 @@
-"""Connected components spread over partitions (kernels.components: local union-find, then large-star and
-small-star rounds) against the one-process kernel and a breadth-first search, on random graphs."""
+"""Work spread over hash partitions, as a Dask cluster runs it, against the one-process way: candidates from a
+shuffle of band keys (pipeline.candidates), and connected components by local union-find, then large-star and
+small-star rounds (kernels.components) against the one-process kernel and a breadth-first search."""
 from __future__ import annotations
 
 from collections import deque
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from nearDup import pipeline as stages
+from nearDup.config import CandidateParams, ShingleParams, SignatureParams, SourceParams, VerifyParams
+from nearDup.engine import LocalEngine
 from nearDup.kernels import components as cc
+from nearDup.pipeline.driver import Runner
+from nearDup.store.workdir import WorkDir
+
+from conftest import generate_corpus
 
 
 def bfs_labels(n: int, edges: list[tuple[int, int]]) -> list[int]:
@@ -77,3 +86,41 @@ def test_large_and_small_star_follow_the_paper():
     assert cc.large_star(arcs).tolist() == [[6, 2], [9, 2]]
     assert cc.small_star(np.array([[9, 3], [9, 6]])).tolist() == [[6, 3], [9, 3]]
     assert cc.local_forest(np.array([[3, 8], [8, 5], [10, 11]])).tolist() == [[5, 3], [8, 3], [11, 10]]
+
+
+# ------------------------------------------------------------------------------------------ candidates
+
+
+def stage_files(root) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*"))
+            if p.is_file() and p.name not in ("manifest.json", "lock")}
+
+
+@pytest.mark.parametrize("max_bucket,entries", [(1000, 10**9), (3, 500)])
+def test_shuffled_candidates_write_the_same_files_as_bands_grouped_per_task(tmp_path, monkeypatch, max_bucket,
+                                                                             entries):
+    """The shuffle a cluster uses (each shard's keys cut by hash, each partition's buckets paired in every band,
+    the band index merged back) against the embedded grouping of bands: the same pairs, counts, stars, large
+    buckets and band index, file for file; with exact copies (classes), 2 partitions or many, and buckets over
+    --max-bucket (stars about their first document by id)."""
+    folder = tmp_path / "docs"
+    generate_corpus(folder, n_base=90, seed=5)
+    for i in range(6):  # a text copied 6 times: one class, and a bucket over --max-bucket 3 in every band
+        (folder / f"copy{i}.txt").write_text((folder / "doc0001.txt").read_text())
+    monkeypatch.setattr(stages.candidates, "SHUFFLE_ENTRIES", entries)
+
+    def pipeline(root, shuffle):
+        engine = LocalEngine(1)
+        engine.shuffle = shuffle
+        runner = Runner(WorkDir(root), engine, lambda m: None)
+        stages.shingle.run(runner, [str(folder)], SourceParams(partition_docs=19), ShingleParams())
+        stages.signature.run(runner, SignatureParams(num_perm=64))
+        stages.band.run(runner, 0.5)
+        stages.candidates.run(runner, CandidateParams(max_bucket=max_bucket))
+        stages.verify.run(runner, VerifyParams(0.5))
+        return runner.work.manifest().candidates.stats
+
+    grouped = pipeline(tmp_path / "grouped", False)
+    shuffled = pipeline(tmp_path / "shuffled", True)
+    assert shuffled == grouped and grouped.candidates > 30 and (grouped.large_buckets > 0) == (max_bucket == 3)
+    assert stage_files(tmp_path / "shuffled") == stage_files(tmp_path / "grouped")
