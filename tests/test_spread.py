@@ -3,7 +3,9 @@ shuffle of band keys (pipeline.candidates), and connected components by local un
 small-star rounds (kernels.components) against the one-process kernel and a breadth-first search."""
 from __future__ import annotations
 
+import tempfile
 from collections import deque
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -11,7 +13,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nearDup import pipeline as stages
-from nearDup.config import CandidateParams, ShingleParams, SignatureParams, SourceParams, VerifyParams
+from nearDup.config import (
+    CandidateParams,
+    ClusterParams,
+    ShingleParams,
+    SignatureParams,
+    SourceParams,
+    VerifyParams,
+)
 from nearDup.engine import LocalEngine
 from nearDup.kernels import components as cc
 from nearDup.pipeline.driver import Runner
@@ -62,6 +71,22 @@ def test_star_rounds_over_partitions_equal_the_embedded_components_and_bfs(graph
     assert spread.tolist() == cc.components(n, array).tolist() == bfs_labels(n, edges)
 
 
+@settings(max_examples=40, deadline=None)
+@given(graphs())
+def test_components_by_the_engine_s_tasks_equal_the_embedded_groups(graph):
+    """The tasks a cluster runs (pipeline.cluster: edge slices, star rounds through a work dir) give the groups
+    the client would: groups_of(components), members ascending, ordered by smallest member."""
+    n, edges = graph
+    array = np.sort(np.array(edges, dtype=np.int64).reshape(-1, 2), axis=1)
+    engine = LocalEngine(1)
+    engine.shuffle = True
+    with tempfile.TemporaryDirectory() as folder:
+        runner = Runner(WorkDir(Path(folder) / "w"), engine, lambda m: None)
+        spread = stages.cluster._spread_components(runner, array, "0123456789ab")
+        assert not list((Path(folder) / "w").glob("cluster/*"))  # its files removed
+    assert [g.tolist() for g in spread] == [g.tolist() for g in cc.groups_of(cc.components(n, array))]
+
+
 def test_a_long_path_in_shuffled_order_converges_to_its_smallest_node():
     """A path of 5,000 nodes numbered at random: the case that needs the most rounds; still exact."""
     rng = np.random.default_rng(7)
@@ -96,18 +121,20 @@ def stage_files(root) -> dict[str, bytes]:
             if p.is_file() and p.name not in ("manifest.json", "lock")}
 
 
-@pytest.mark.parametrize("max_bucket,entries", [(1000, 10**9), (3, 500)])
-def test_shuffled_candidates_write_the_same_files_as_bands_grouped_per_task(tmp_path, monkeypatch, max_bucket,
-                                                                             entries):
-    """The shuffle a cluster uses (each shard's keys cut by hash, each partition's buckets paired in every band,
-    the band index merged back) against the embedded grouping of bands: the same pairs, counts, stars, large
-    buckets and band index, file for file; with exact copies (classes), 2 partitions or many, and buckets over
-    --max-bucket (stars about their first document by id)."""
+@pytest.mark.parametrize("max_bucket,entries,edges", [(1000, 10**9, 10**9), (3, 500, 7)])
+def test_work_spread_over_partitions_writes_the_same_files_as_the_embedded_run(tmp_path, monkeypatch, max_bucket,
+                                                                               entries, edges):
+    """What a cluster's workers do (Engine.shuffle) against the embedded way, file for file in the work dir:
+    candidates from the shuffle (each shard's keys cut by hash, each partition's buckets paired in every band,
+    the band index merged back) against bands grouped per task; the groups from components of partitions
+    (local union-find, star rounds) against the client's. With exact copies (classes), 2 partitions or many, and
+    buckets over --max-bucket (stars about their first document by id)."""
     folder = tmp_path / "docs"
     generate_corpus(folder, n_base=90, seed=5)
     for i in range(6):  # a text copied 6 times: one class, and a bucket over --max-bucket 3 in every band
         (folder / f"copy{i}.txt").write_text((folder / "doc0001.txt").read_text())
     monkeypatch.setattr(stages.candidates, "SHUFFLE_ENTRIES", entries)
+    monkeypatch.setattr(stages.cluster, "COMPONENT_EDGES", edges)
 
     def pipeline(root, shuffle):
         engine = LocalEngine(1)
@@ -118,9 +145,11 @@ def test_shuffled_candidates_write_the_same_files_as_bands_grouped_per_task(tmp_
         stages.band.run(runner, 0.5)
         stages.candidates.run(runner, CandidateParams(max_bucket=max_bucket))
         stages.verify.run(runner, VerifyParams(0.5))
-        return runner.work.manifest().candidates.stats
+        stages.cluster.run(runner, ClusterParams(link="connected"))
+        return runner.work.manifest().candidates.stats, runner.work.manifest().cluster.stats
 
     grouped = pipeline(tmp_path / "grouped", False)
     shuffled = pipeline(tmp_path / "shuffled", True)
-    assert shuffled == grouped and grouped.candidates > 30 and (grouped.large_buckets > 0) == (max_bucket == 3)
+    assert shuffled == grouped and grouped[0].candidates > 30 and (grouped[0].large_buckets > 0) == (max_bucket == 3)
+    assert grouped[1].groups > 10
     assert stage_files(tmp_path / "shuffled") == stage_files(tmp_path / "grouped")

@@ -126,6 +126,13 @@ def is_star_forest(arcs: np.ndarray) -> bool:
     return bool(((smaller == 0) | ((smaller == 1) & (degree == 1))).all())
 
 
+def star_leaves(arcs: np.ndarray) -> np.ndarray:
+    """The leaves of a forest of stars (is_star_forest) as distinct rows (leaf, centre), sorted: each node but a
+    centre with its component's smallest node."""
+    arcs = _distinct(arcs)
+    return arcs[arcs[:, 1] < arcs[:, 0]]
+
+
 def both_ways(edges: np.ndarray) -> np.ndarray:
     """The arcs (a, b) and (b, a) of every edge (a, b)."""
     return np.concatenate([edges, edges[:, ::-1]]) if len(edges) else NO_EDGES
@@ -157,7 +164,7 @@ def star_components(n: int, edges: np.ndarray, parts: int = 1, chunks: int = 1) 
         inbox = _gather([route(both_ways(small_star(arcs)), parts) for arcs in stars], parts)
     labels = np.arange(n, dtype=np.int64)
     for arcs in inbox:
-        leaves = arcs[arcs[:, 1] < arcs[:, 0]]
+        leaves = star_leaves(arcs)
         labels[leaves[:, 0]] = leaves[:, 1]
     return labels
 

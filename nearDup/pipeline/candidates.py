@@ -143,20 +143,21 @@ class ShuffleTask:
     root: str
     shard: int
     start: int  # its first document's global number
-    order: str
+    members: str  # the .npy of the numbers of the documents that can pair, ascending
+    lo: int  # and the shard's among them: members[lo:hi]
+    hi: int
     parts: int
     out: str
 
     def __post_init__(self):
-        _absolute(self, "root", "order", "out")
+        _absolute(self, "root", "members", "out")
 
 
 def shuffle_shard(task: ShuffleTask) -> int:
     """Write one shard's rows of the shuffle (ShuffleTask); returns how many."""
     work = WorkDir(task.root)
     keys = work.load_array(work.part("band", task.shard, "npy"), "band", mmap=True)
-    members = np.sort(work.load_array(Path(task.order), "candidates"))
-    members = members[(members >= task.start) & (members < task.start + len(keys))]
+    members = np.asarray(work.load_array(Path(task.members), "candidates", mmap=True)[task.lo:task.hi])
     bands = keys.shape[1]
     keys = np.asarray(keys[members - task.start]).T.ravel()  # band by band, numbers ascending within a band
     rows = np.stack([np.repeat(np.arange(bands, dtype=np.int64), len(members)), keys.view(np.int64),
@@ -379,11 +380,19 @@ def _shuffled_candidates(runner: Runner, shingle_record: ShingleRecord, key: str
     so no worker holds a whole band; the shuffle's files are removed once the index is written."""
     work, bands = runner.work, basis.bands.bands
     parts = max(2, min(64, -(-pairable_docs * bands // SHUFFLE_ENTRIES)))
-    shards = list(shingle_record.shard_numbers)
+    shards, starts = list(shingle_record.shard_numbers), part_starts(shingle_record)
+    members = np.sort(work.load_array(order_path, "candidates"))
+    members_path = work.output("candidates", "members.npy", key)
+    work.save_array(members_path, members)
+    cuts = np.asarray(np.searchsorted(members, np.r_[starts, basis.documents])).tolist()
+    del members
     shuffled = [work.output("candidates", f"shuffle-{n:05d}.npy", key) for n in shards]
-    runner.engine.map(shuffle_shard, [ShuffleTask(str(work.root), n, start, str(order_path), parts, str(out))
-                                      for n, start, out in zip(shards, part_starts(shingle_record).tolist(), shuffled)],
+    runner.engine.map(shuffle_shard, [ShuffleTask(str(work.root), n, start, str(members_path), lo, hi, parts,
+                                                  str(out))
+                                      for n, start, lo, hi, out in zip(shards, starts.tolist(), cuts[:-1], cuts[1:],
+                                                                       shuffled)],
                       desc="shuffle", sizes=list(shingle_record.shard_docs), unit="doc")
+    members_path.unlink()
     buckets = [work.output("candidates", f"buckets-{p:04d}.npy", key) for p in range(parts)]
     results = runner.engine.map(bucket_candidates, [
         BucketTask(str(work.root), p, tuple(map(str, shuffled)), str(order_path),
