@@ -173,6 +173,22 @@ def test_cli_on_a_local_cluster_prints_the_same_bytes(corpus, tmp_path, local_cl
     assert result.stdout_bytes == truth
 
 
+@pytest.mark.parametrize("link", ["keeper", "connected"])
+def test_many_shuffle_and_component_partitions_on_a_cluster_print_the_same_bytes(corpus, tmp_path, local_cluster,
+                                                                                 monkeypatch, link):
+    """Candidates from a shuffle of band keys over many partitions, and components by star rounds over many node
+    partitions, on the 2 workers (the partition counts are decided by the client, from the data)."""
+    monkeypatch.setattr(stages.candidates, "SHUFFLE_ENTRIES", 400)
+    monkeypatch.setattr(stages.cluster, "COMPONENT_EDGES", 5)
+    folder, _ = corpus
+    options = ["--threshold", 0.5, "--groups", "--link", link, "--format", "jsonl", "--partition-docs", 30]
+    truth = embedded(tmp_path / "e", "run", folder, *options)
+    result = invoke("-w", tmp_path / "d", "run", folder, *options, "--scheduler", local_cluster.scheduler_address)
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout_bytes == truth and truth.count(b"\n") > 10
+    assert stage_files(tmp_path / "d") == stage_files(tmp_path / "e")
+
+
 def test_scheduler_local_n_starts_and_stops_its_own_cluster(tmp_path):
     truth = embedded(tmp_path / "e", "run", SAMPLE, "--threshold", 0.5)
     result = invoke("-w", tmp_path / "d", "run", SAMPLE, "--threshold", 0.5, "--scheduler", "local:2")
