@@ -189,6 +189,25 @@ def test_many_shuffle_and_component_partitions_on_a_cluster_print_the_same_bytes
     assert stage_files(tmp_path / "d") == stage_files(tmp_path / "e")
 
 
+def test_components_rounds_run_on_the_workers(tmp_path, local_cluster, monkeypatch):
+    """Star rounds on the cluster's worker processes (tasks pickled, files through the work dir): a path of 400
+    documents numbered at random, cut into 8 slices and 8 node partitions, needs several rounds; its groups and
+    a separate pair's equal the embedded kernel's."""
+    import numpy as np
+
+    from nearDup.kernels.components import components, groups_of
+
+    monkeypatch.setattr(stages.cluster, "COMPONENT_EDGES", 50)
+    nodes = np.random.default_rng(5).permutation(400) + 10
+    edges = np.sort(np.concatenate([np.stack([nodes[:-1], nodes[1:]], axis=1), [[3, 7]]]), axis=1)
+    with distributed.Client(local_cluster.scheduler_address, set_as_default=False) as client:
+        engine = DaskEngine(client, local_cluster.scheduler_address)
+        runner = Runner(WorkDir(tmp_path / "w"), engine, lambda m: None)
+        found = stages.cluster._spread_components(runner, edges, "0123456789ab")
+    assert [g.tolist() for g in found] == [g.tolist() for g in groups_of(components(420, edges))]
+    assert [len(g) for g in found] == [2, 400]
+
+
 def test_scheduler_local_n_starts_and_stops_its_own_cluster(tmp_path):
     truth = embedded(tmp_path / "e", "run", SAMPLE, "--threshold", 0.5)
     result = invoke("-w", tmp_path / "d", "run", SAMPLE, "--threshold", 0.5, "--scheduler", "local:2")
