@@ -187,6 +187,41 @@ def test_exact_join_split_over_a_local_cluster_prints_the_same_bytes(corpus, tmp
     assert stage_files(tmp_path / "d") == stage_files(tmp_path / "e")
 
 
+@pytest.mark.parametrize("link", ["keeper", "connected"])
+def test_many_shuffle_and_component_partitions_on_a_cluster_print_the_same_bytes(corpus, tmp_path, local_cluster,
+                                                                                 monkeypatch, link):
+    """Candidates from a shuffle of band keys over many partitions, and components by star rounds over many node
+    partitions, on the 2 workers (the partition counts are decided by the client, from the data)."""
+    monkeypatch.setattr(stages.candidates, "SHUFFLE_ENTRIES", 400)
+    monkeypatch.setattr(stages.cluster, "COMPONENT_EDGES", 5)
+    folder, _ = corpus
+    options = ["--threshold", 0.5, "--groups", "--link", link, "--format", "jsonl", "--partition-docs", 30]
+    truth = embedded(tmp_path / "e", "run", folder, *options)
+    result = invoke("-w", tmp_path / "d", "run", folder, *options, "--scheduler", local_cluster.scheduler_address)
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout_bytes == truth and truth.count(b"\n") > 10
+    assert stage_files(tmp_path / "d") == stage_files(tmp_path / "e")
+
+
+def test_components_rounds_run_on_the_workers(tmp_path, local_cluster, monkeypatch):
+    """Star rounds on the cluster's worker processes (tasks pickled, files through the work dir): a path of 400
+    documents numbered at random, cut into 8 slices and 8 node partitions, needs several rounds; its groups and
+    a separate pair's equal the embedded kernel's."""
+    import numpy as np
+
+    from nearDup.kernels.components import components, groups_of
+
+    monkeypatch.setattr(stages.cluster, "COMPONENT_EDGES", 50)
+    nodes = np.random.default_rng(5).permutation(400) + 10
+    edges = np.sort(np.concatenate([np.stack([nodes[:-1], nodes[1:]], axis=1), [[3, 7]]]), axis=1)
+    with distributed.Client(local_cluster.scheduler_address, set_as_default=False) as client:
+        engine = DaskEngine(client, local_cluster.scheduler_address)
+        runner = Runner(WorkDir(tmp_path / "w"), engine, lambda m: None)
+        found = stages.cluster._spread_components(runner, edges, "0123456789ab")
+    assert [g.tolist() for g in found] == [g.tolist() for g in groups_of(components(420, edges))]
+    assert [len(g) for g in found] == [2, 400]
+
+
 def test_scheduler_local_n_starts_and_stops_its_own_cluster(tmp_path):
     truth = embedded(tmp_path / "e", "run", SAMPLE, "--threshold", 0.5)
     result = invoke("-w", tmp_path / "d", "run", SAMPLE, "--threshold", 0.5, "--scheduler", "local:2")

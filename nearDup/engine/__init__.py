@@ -23,6 +23,9 @@ class Engine(Protocol):
     """What the stages need of an engine (LocalEngine, DaskEngine): run a function over tasks, in task order."""
 
     progress: bool
+    # Whether stages should split work by hash partitions (a shuffle through the work dir) rather than by groups of
+    # bands: workers that share nothing but the work dir, each of which must not need the whole of a band.
+    shuffle: bool
 
     def map(self, fn: Callable, tasks: Iterable, desc: str = "", sizes: Sequence[int] | None = None,
             unit: str = "part", docs: Sequence[int] | None = None, nbytes: Sequence[int] | None = None) -> list: ...

@@ -31,6 +31,8 @@ class DaskEngine:
     a one-line error.
     """
 
+    shuffle = True  # candidates from a shuffle of band keys by hash (pipeline.candidates): each band over workers
+
     def __init__(self, client, address: str, progress: bool = False, started=None):
         # started: the distributed.LocalCluster this engine started (local:N), which close() stops
         self.client, self.address, self.progress, self.started = client, address, progress, started

@@ -28,7 +28,20 @@ from ..store.manifest import (
 from ..store.workdir import WorkDir
 from ..wording import plural
 from .copies import class_sizes, copy_classes, expanded_count, uncovered
-from .driver import PartitionArrays, Runner, _absolute, _begin, _files, _resolved, _up_to_date, part_starts, require
+from .driver import (
+    PartitionArrays,
+    Runner,
+    _absolute,
+    _begin,
+    _files,
+    _resolved,
+    _up_to_date,
+    load_routed,
+    part_starts,
+    require,
+    routed_bounds,
+    save_routed,
+)
 from .shingle import load_docs
 
 
@@ -122,6 +135,124 @@ def band_candidates(task: BandTask) -> tuple[np.ndarray, np.ndarray, np.ndarray,
             np.concatenate(large).astype(np.int64) if large else np.empty((0, 4), np.int64))
 
 
+SHUFFLE_ENTRIES = 2_000_000  # (band, key, document) entries per shuffle partition, about; fixed by the data
+
+
+@dataclasses.dataclass(frozen=True)
+class ShuffleTask:
+    """One shard's band keys, cut by partition (the key mod parts) for the partitions' candidate tasks: int64 rows
+    (band, key bits, global number), band by band and numbers ascending, routed to `out` (driver.save_routed)."""
+
+    root: str
+    shard: int
+    start: int  # its first document's global number
+    members: str  # the .npy of the numbers of the documents that can pair, ascending
+    lo: int  # and the shard's among them: members[lo:hi]
+    hi: int
+    parts: int
+    out: str
+
+    def __post_init__(self):
+        _absolute(self, "root", "members", "out")
+
+
+def shuffle_shard(task: ShuffleTask) -> int:
+    """Write one shard's rows of the shuffle (ShuffleTask); returns how many."""
+    work = WorkDir(task.root)
+    keys = work.load_array(work.part("band", task.shard, "npy"), "band", mmap=True)
+    members = np.asarray(work.load_array(Path(task.members), "candidates", mmap=True)[task.lo:task.hi])
+    bands = keys.shape[1]
+    keys = np.asarray(keys[members - task.start]).T.ravel()  # band by band, numbers ascending within a band
+    rows = np.stack([np.repeat(np.arange(bands, dtype=np.int64), len(members)), keys.view(np.int64),
+                     np.tile(members, bands)], axis=1)
+    # band keys are hashes already: their residues spread evenly
+    save_routed(work, rows, (keys % np.uint64(task.parts)).astype(np.int64), task.parts, Path(task.out))
+    return len(rows)
+
+
+@dataclasses.dataclass(frozen=True)
+class BucketTask:
+    """The candidate pairs of the buckets whose keys fall in one shuffle partition, every band; its part of the
+    band index (rows (band, key bits, number) sorted by band, key, number) written to `out`."""
+
+    root: str
+    part: int
+    shuffled: tuple  # each shard's routed rows (ShuffleTask.out), in shard order
+    order: str
+    classes: str
+    documents: int
+    max_bucket: int
+    out: str
+
+    def __post_init__(self):
+        _absolute(self, "root", "order", "classes", "out")
+        _resolved(self, shuffled=tuple(os.path.join(os.getcwd(), p) for p in self.shuffled))
+
+
+def bucket_candidates(task: BucketTask) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """band_candidates of the buckets of one shuffle partition: a bucket (a key of a band) is whole in its
+    partition, so the partitions' pairs together are the bands' pairs. The rows of a band come shard after shard,
+    numbers ascending, as band_index expects."""
+    work = WorkDir(task.root)
+    order = work.load_array(Path(task.order), "candidates")
+    label = work.load_array(Path(task.classes), "candidates")
+    rank = np.full(task.documents, -1, np.int64)
+    rank[order] = np.arange(len(order))
+    rows = load_routed(work, task.shuffled, task.part, "candidates", 3)
+    rows = rows[np.argsort(rows[:, 0], kind="stable")]
+    cuts = np.flatnonzero(np.r_[True, rows[1:, 0] != rows[:-1, 0]]) if len(rows) else np.empty(0, np.int64)
+    found = [np.empty((0, 2), np.int64), np.empty((0, 2), np.int64)]  # class pairs, star pairs
+    counts = [np.empty(0, np.int64), np.empty(0, np.int64)]
+    large, index = [np.empty((0, 4), np.int64)], [np.empty((0, 3), np.int64)]
+    for lo, hi in zip(cuts.tolist(), np.r_[cuts[1:], len(rows)].tolist()):
+        band = int(rows[lo, 0])
+        sk, sn = lsh.band_index(rows[lo:hi, 1].view(np.uint64), rows[lo:hi, 2])
+        *pairs, big = lsh.class_bucket_pairs(sk, sn, task.max_bucket, rank, label)
+        for kind in (0, 1):  # merged band by band, as in band_candidates
+            found[kind], counts[kind] = lsh.count_pairs(np.concatenate([found[kind], pairs[kind]]), np.concatenate(
+                [counts[kind], np.ones(len(pairs[kind]), np.int64)]))
+        index.append(np.stack([np.full(len(sk), band), sk.view(np.int64), sn], axis=1))
+        large.append(np.concatenate([np.full((len(big), 1), band), big], axis=1).astype(np.int64))
+    work.save_array(Path(task.out), np.concatenate(index))
+    return found[0], counts[0], found[1], counts[1], np.concatenate(large)
+
+
+@dataclasses.dataclass(frozen=True)
+class IndexTask:
+    """The band index files of a few bands (as BandTask writes them), merged from the partitions' parts."""
+
+    root: str
+    bands: tuple
+    parts: tuple  # each partition's rows (band, key bits, number), sorted
+    documents: int  # pairable documents: each band's length
+    index: tuple
+
+    def __post_init__(self):
+        _resolved(self, root=os.path.join(os.getcwd(), self.root),
+                  parts=tuple(os.path.join(os.getcwd(), p) for p in self.parts),
+                  index=tuple(os.path.join(os.getcwd(), p) for p in self.index))
+
+
+def merge_index(task: IndexTask) -> None:
+    """Each band's keys sorted, with their documents: a key's documents are all in one partition, numbers
+    ascending, so a stable sort of the partitions' rows by key gives band_index of the whole band."""
+    work = WorkDir(task.root)
+    keys = np.empty((len(task.bands), task.documents), np.uint64)
+    docs = np.empty((len(task.bands), task.documents), np.int64)
+    found = []
+    for path in task.parts:
+        rows = work.load_array(Path(path), "candidates", mmap=True)
+        lo, hi = np.searchsorted(rows[:, 0], [task.bands[0], task.bands[-1] + 1]).tolist()
+        found.append(np.asarray(rows[lo:hi]))
+    rows = np.concatenate(found) if found else np.empty((0, 3), np.int64)
+    rows = rows[np.lexsort((rows[:, 1].view(np.uint64), rows[:, 0]))]  # stable: numbers stay ascending in a key
+    for j, band in enumerate(task.bands):
+        lo, hi = np.searchsorted(rows[:, 0], [band, band + 1]).tolist()
+        keys[j], docs[j] = rows[lo:hi, 1].view(np.uint64), rows[lo:hi, 2]
+    work.save_array(Path(task.index[0]), keys)
+    work.save_array(Path(task.index[1]), docs)
+
+
 def pairable(catalog: Catalog, params: CandidateParams) -> np.ndarray:
     """Which rows can pair: live, with at least one shingle (an empty set has no similarity) and at least
     --min-shingles and --min-size (too short to say anything by being alike: stubs, licence headers)."""
@@ -188,20 +319,13 @@ def run(runner: Runner, params: CandidateParams) -> CandidatesRecord:
                             max_bucket=params.max_bucket, min_shingles=params.min_shingles, min_size=params.min_size,
                             shard_keys=shingle_record.shard_keys, documents=int(sum(shingle_record.shard_docs)))
     previous = _previous_candidates(work, basis)
-    if previous is not None:
-        old_large = work.load_jsonl(work.output("candidates", "large_buckets.jsonl", previous.key), "candidates")
     files = _index_files(bands)
-    tasks = [BandTask(str(work.root), tuple(range(lo, min(lo + BANDS_PER_TASK, bands))), str(order_path),
-                      tuple(shingle_record.shard_numbers), tuple(part_starts(shingle_record).tolist()),
-                      basis.documents, params.max_bucket,
-                      (str(work.output("candidates", k, key)), str(work.output("candidates", d, key))),
-                      classes=str(classes_path),
-                      previous=_previous_index(work, previous, k, d),
-                      large_keys=tuple(tuple(b["key"] for b in old_large if b["band"] == j)
-                                       for j in range(lo, min(lo + BANDS_PER_TASK, bands))) if previous else ())
-             for lo, k, d in files]
-    results = runner.engine.map(band_candidates, tasks, desc="candidates", sizes=[len(t.bands) for t in tasks],
-                                unit="band")
+    if previous is None and runner.engine.shuffle:
+        results = _shuffled_candidates(runner, shingle_record, key, order_path, classes_path, len(order), basis,
+                                       params.max_bucket, files)
+    else:
+        results = _grouped_candidates(runner, shingle_record, key, order_path, classes_path, basis, params,
+                                      previous, files)
     stored = {}
     for kind, (pairs_file, counts_file) in enumerate((("pairs.npy", "counts.npy"), ("stars.npy", "star_counts.npy"))):
         pairs, counts = np.empty((0, 2), np.int64), np.empty(0, np.int64)
@@ -235,6 +359,63 @@ def run(runner: Runner, params: CandidateParams) -> CandidatesRecord:
                + (f"; {plural(small, 'document')} under {_limits(params)} skipped (never paired)" if small else ""))
     _warn_large_buckets(runner, large, params.max_bucket, docs, work.output("candidates", "large_buckets.jsonl", key))
     return record
+
+
+def _grouped_candidates(runner: Runner, shingle_record: ShingleRecord, key: str, order_path: Path,
+                        classes_path: Path, basis: CandidatesBasis, params: CandidateParams,
+                        previous: CandidatesRecord | None, files: list[tuple[int, str, str]]) -> list[tuple]:
+    """The tasks' results (band_candidates) of a few bands each, updating the last run's index if any."""
+    work, bands = runner.work, basis.bands.bands
+    old_large = work.load_jsonl(work.output("candidates", "large_buckets.jsonl", previous.key), "candidates") \
+        if previous is not None else []
+    tasks = [BandTask(str(work.root), tuple(range(lo, min(lo + BANDS_PER_TASK, bands))), str(order_path),
+                      tuple(shingle_record.shard_numbers), tuple(part_starts(shingle_record).tolist()),
+                      basis.documents, params.max_bucket,
+                      (str(work.output("candidates", k, key)), str(work.output("candidates", d, key))),
+                      classes=str(classes_path),
+                      previous=_previous_index(work, previous, k, d),
+                      large_keys=tuple(tuple(b["key"] for b in old_large if b["band"] == j)
+                                       for j in range(lo, min(lo + BANDS_PER_TASK, bands))) if previous else ())
+             for lo, k, d in files]
+    return runner.engine.map(band_candidates, tasks, desc="candidates", sizes=[len(t.bands) for t in tasks],
+                             unit="band")
+
+
+def _shuffled_candidates(runner: Runner, shingle_record: ShingleRecord, key: str, order_path: Path,
+                         classes_path: Path, pairable_docs: int, basis: CandidatesBasis, max_bucket: int,
+                         files: list[tuple[int, str, str]]) -> list[tuple]:
+    """The same results from a shuffle through the work dir: each shard's band keys cut by a hash of the key
+    into partitions (shuffle_shard), each partition's buckets paired in every band (bucket_candidates), then the
+    band index files merged from the partitions' parts (merge_index). Each band is spread over all partitions,
+    so no worker holds a whole band; the shuffle's files are removed once the index is written."""
+    work, bands = runner.work, basis.bands.bands
+    parts = max(2, min(64, -(-pairable_docs * bands // SHUFFLE_ENTRIES)))
+    shards, starts = list(shingle_record.shard_numbers), part_starts(shingle_record)
+    members = np.sort(work.load_array(order_path, "candidates"))
+    members_path = work.output("candidates", "members.npy", key)
+    work.save_array(members_path, members)
+    cuts = np.asarray(np.searchsorted(members, np.r_[starts, basis.documents])).tolist()
+    del members
+    shuffled = [work.output("candidates", f"shuffle-{n:05d}.npy", key) for n in shards]
+    runner.engine.map(shuffle_shard, [ShuffleTask(str(work.root), n, start, str(members_path), lo, hi, parts,
+                                                  str(out))
+                                      for n, start, lo, hi, out in zip(shards, starts.tolist(), cuts[:-1], cuts[1:],
+                                                                       shuffled)],
+                      desc="shuffle", sizes=list(shingle_record.shard_docs), unit="doc")
+    members_path.unlink()
+    buckets = [work.output("candidates", f"buckets-{p:04d}.npy", key) for p in range(parts)]
+    results = runner.engine.map(bucket_candidates, [
+        BucketTask(str(work.root), p, tuple(map(str, shuffled)), str(order_path),
+                   str(classes_path), basis.documents, max_bucket, str(buckets[p])) for p in range(parts)],
+        desc="candidates", unit="part")
+    runner.engine.map(merge_index, [
+        IndexTask(str(work.root), tuple(range(lo, min(lo + BANDS_PER_TASK, bands))), tuple(map(str, buckets)),
+                  pairable_docs, (str(work.output("candidates", k, key)), str(work.output("candidates", d, key))))
+        for lo, k, d in files], desc="band index", sizes=[min(BANDS_PER_TASK, bands - lo) for lo, _, _ in files],
+        unit="band")
+    for path in [*shuffled, *map(routed_bounds, shuffled), *buckets]:
+        path.unlink(missing_ok=True)
+    return results
 
 
 def _previous_index(work: WorkDir, previous: CandidatesRecord | None, keys: str, docs: str) -> tuple:

@@ -1,17 +1,33 @@
 """Stage 6, cluster: duplicate groups from the verified pairs, with a keeper each (pipeline.groups)."""
 from __future__ import annotations
 
+import dataclasses
+from pathlib import Path
+
 import numpy as np
 
 from ..config import (
     ClusterParams,
 )
+from ..kernels import components as cc
 from ..kernels import sets
 from ..store.manifest import ClusterRecord, ClusterStats, ShingleRecord, VerifyRecord
 from ..store.workdir import WorkDir
 from ..wording import plural
 from .copies import class_degree, class_edges, set_sizes, verified_entries
-from .driver import PartitionArrays, Runner, _begin, _files, part_starts, require
+from .driver import (
+    PartitionArrays,
+    Runner,
+    _absolute,
+    _begin,
+    _files,
+    _resolved,
+    load_routed,
+    part_starts,
+    require,
+    routed_bounds,
+    save_routed,
+)
 from .groups import KeeperRules, Records, build_groups
 from .shingle import load_docs
 from .similarity import containment, set_overlap
@@ -49,8 +65,9 @@ def run(runner: Runner, params: ClusterParams) -> ClusterRecord:
         rules = KeeperRules(("container", *rules.order), rules.prefer)
         records = _WithSetSize(docs, set_sizes(entries, work.load_array(work.current("verify", "sizes.npy"),
                                                                         "verify"), len(docs)))
+    spread = _spread_components(runner, edges, key) if runner.engine.shuffle else None
     groups = build_groups(records, edges, upstream.params.threshold, rules, params.link, similarity, anchors,
-                          degree=lambda mask: class_degree(entries, weights, len(docs), mask))
+                          degree=lambda mask: class_degree(entries, weights, len(docs), mask), component_groups=spread)
     if contained:
         groups = [_as_containment(g) for g in groups]
     work.save_jsonl(work.output("cluster", "clusters.jsonl", key), groups)
@@ -98,3 +115,105 @@ def _cluster_summary(record: ClusterRecord) -> str:
 def clusters(work: WorkDir) -> list[dict]:
     require(work, ClusterRecord)
     return work.load_jsonl(work.current("cluster", "clusters.jsonl"), "cluster")
+
+
+COMPONENT_EDGES = 1_000_000  # edges per partition of the components rounds, about; fixed by the data
+
+
+@dataclasses.dataclass(frozen=True)
+class ForestTask:
+    """A slice [lo, hi) of the edges: its local union-find (kernels.components.local_forest), both ways, routed
+    to the partitions of the arcs' first nodes (driver.save_routed) in `out`."""
+
+    root: str
+    edges: str
+    lo: int
+    hi: int
+    parts: int
+    out: str
+
+    def __post_init__(self):
+        _absolute(self, "root", "edges", "out")
+
+
+def edge_forest(task: ForestTask) -> None:
+    work = WorkDir(task.root)
+    edges = np.asarray(work.load_array(Path(task.edges), "cluster", mmap=True)[task.lo:task.hi])
+    arcs = cc.both_ways(cc.local_forest(edges))
+    save_routed(work, arcs, cc.partition_of(arcs[:, 0], task.parts), task.parts, Path(task.out))
+
+
+@dataclasses.dataclass(frozen=True)
+class StarTask:
+    """One partition's step of the rounds: the arcs every sender routed to it, large-star or small-star of its
+    nodes (kernels.components), the result routed on to `out`."""
+
+    root: str
+    step: str  # "large" or "small"
+    part: int
+    sent: tuple
+    parts: int
+    out: str
+
+    def __post_init__(self):
+        _absolute(self, "root", "out")
+        _resolved(self, sent=tuple(str(Path(p).absolute()) for p in self.sent))
+
+
+def star_step(task: StarTask) -> np.ndarray | None:
+    """Run the step; before a large-star, its leaves (node, smallest node of its component) if the partition's
+    arcs are those of a forest of stars about their smallest nodes (is_star_forest), else None. When every
+    partition returns its leaves, the components are found."""
+    work = WorkDir(task.root)
+    arcs = load_routed(work, task.sent, task.part, "cluster", 2)
+    done = None
+    if task.step == "large":
+        done = cc.star_leaves(arcs) if cc.is_star_forest(arcs) else None
+        out = cc.large_star(arcs)
+    else:
+        out = cc.both_ways(cc.small_star(arcs))
+    save_routed(work, out, cc.partition_of(out[:, 0], task.parts), task.parts, Path(task.out))
+    return done
+
+
+def _spread_components(runner: Runner, edges: np.ndarray, key: str) -> list[np.ndarray]:
+    """The components of two or more documents (kernels.components.groups_of of the edges' labels), computed by
+    the engine's workers: local union-find of slices of the edges, then large-star and small-star rounds over
+    node partitions through the work dir (kernels.components, Kiveris et al. 2014) until every partition is a
+    forest of stars. The client receives only the grouped documents, as (leaf, smallest member) pairs."""
+    work = runner.work
+    if not len(edges):
+        return []
+    parts = max(2, min(64, -(-len(edges) // COMPONENT_EDGES)))
+    edges_path = work.output("cluster", "edges.npy", key)
+    work.save_array(edges_path, edges)
+
+    def outputs(name: str) -> list[Path]:
+        return [work.output("cluster", f"components-{name}-{p:04d}.npy", key) for p in range(parts)]
+
+    def forget(paths: list[Path]) -> None:
+        for path in [*paths, *map(routed_bounds, paths)]:
+            path.unlink(missing_ok=True)
+
+    bounds = np.linspace(0, len(edges), parts + 1).astype(np.int64).tolist()
+    sent = outputs("forest")
+    runner.engine.map(edge_forest, [ForestTask(str(work.root), str(edges_path), lo, hi, parts, str(out))
+                                    for lo, hi, out in zip(bounds[:-1], bounds[1:], sent)], desc="components")
+    edges_path.unlink()
+    for turn in range(1, 10**6):  # O(log^2 n) rounds (Kiveris et al., Theorem 2.5)
+        for step in ("large", "small"):
+            out = outputs(f"{turn:03d}-{step}")
+            found = runner.engine.map(star_step, [StarTask(str(work.root), step, p, tuple(map(str, sent)), parts,
+                                                           str(out[p])) for p in range(parts)], desc="components")
+            forget(sent)
+            sent = out
+            if step == "large" and all(leaves is not None for leaves in found):
+                forget(sent)
+                leaves = np.concatenate(found)
+                if not len(leaves):  # (only self-loops)
+                    return []
+                centres = sets.sorted_unique(leaves[:, 1])
+                rows = np.concatenate([np.stack([centres, centres], axis=1), leaves])
+                rows = rows[np.lexsort((rows[:, 0], rows[:, 1]))]  # by centre, the centre first (the smallest)
+                return np.split(rows[:, 0], np.flatnonzero(rows[1:, 1] != rows[:-1, 1]) + 1)
+    raise AssertionError("the large-star and small-star rounds always end")

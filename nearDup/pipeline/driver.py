@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, Generic, TypeVar, cast, overload
 
 import numpy as np
@@ -126,6 +127,29 @@ class PartitionArrays:
                            for s in self.suffixes)
             self.cache[p] = arrays if len(arrays) > 1 else arrays[0]
         return self.cache[p]
+
+
+def save_routed(work: WorkDir, rows: np.ndarray, where: np.ndarray, parts: int, out: Path) -> None:
+    """One sender's side of a shuffle through the work dir: rows (k, c) with their destination partition (k,),
+    written to `out` sorted by partition (stably: each partition's rows keep their order) and to out's
+    `.bounds.npy` each partition's first row (parts + 1), so a receiver maps its slice of every sender's file."""
+    by = np.argsort(where, kind="stable")
+    work.save_array(out, rows[by])
+    work.save_array(routed_bounds(out), np.searchsorted(where[by], np.arange(parts + 1)))
+
+
+def routed_bounds(out: Path) -> Path:
+    return out.with_name(out.name.removesuffix(".npy") + ".bounds.npy")
+
+
+def load_routed(work: WorkDir, sent: tuple, part: int, stage: str, columns: int) -> np.ndarray:
+    """A receiver's side of a shuffle (save_routed): the rows every sender's file holds for partition `part`,
+    sender after sender."""
+    found = [np.empty((0, columns), np.int64)]
+    for path in sent:
+        lo, hi = work.load_array(routed_bounds(Path(path)), stage)[part:part + 2].tolist()
+        found.append(np.asarray(work.load_array(Path(path), stage, mmap=True)[lo:hi]))
+    return np.concatenate(found)
 
 
 def _resolved(task, **fields) -> None:

@@ -77,15 +77,16 @@ class Records(Protocol):
 def build_groups(docs: Records, edges: np.ndarray, threshold: float, rules: KeeperRules, link: str,
                  similarity: Callable[[np.ndarray, np.ndarray], np.ndarray], anchors: set[int],
                  weights: np.ndarray | None = None,
-                 degree: Callable[[np.ndarray | None], np.ndarray] | None = None) -> list[dict]:
+                 degree: Callable[[np.ndarray | None], np.ndarray] | None = None,
+                 component_groups: list[np.ndarray] | None = None) -> list[dict]:
     """Duplicate groups, largest first. docs: global document records; edges: (m, 2) verified pairs, weights
     their Jaccard (computed when None and a rule needs it); similarity(a, b): exact Jaccard of document arrays a
     and b, pairwise; anchors: documents that anchored a bucket too large to pair out (groups holding one say so).
     degree(mask): each document's sum of the Jaccard of its verified pairs with both ends in mask (None: all),
     when edges are not the pairs but have their components in every union of groups' parts (copies as stars,
-    pipeline.copies); by default from edges and weights."""
-    labels = components(len(docs), edges)
-    pending = groups_of(labels)
+    pipeline.copies); by default from edges and weights. component_groups: groups_of the edges' components, if
+    computed elsewhere (by a cluster's workers: pipeline.cluster)."""
+    pending = groups_of(components(len(docs), edges)) if component_groups is None else component_groups
     groups = []
     central = "central" in rules.order
     strength = np.zeros(len(docs))

@@ -26,6 +26,9 @@
       candidates/KEY.index-000.keys.npy  the band index, 4 bands a file: uint64 (bands, n) each band's keys sorted,
       candidates/KEY.index-000.docs.npy  and int64 (bands, n) their documents (read by the next run and by query)
       candidates/KEY.large_buckets.jsonl  buckets too large for all pairs: band, anchor, size, key
+      candidates/KEY.shuffle-00000.npy,  an engine's shuffle of band keys (Engine.shuffle: Dask) and its partitions'
+        KEY.buckets-0000.npy           parts of the band index; removed once the index is written
+      cluster/KEY.components-*.npy     the same engine's rounds of connected components; removed as they are used
       verify/KEY.checked.npy           int64 (m, 2) every candidate entry verified so far (reused by the next run)
       verify/KEY.pairs.npy             int64 (m, 2) verified entries: class pairs (as in candidates) and star pairs
       verify/KEY.scores.npy            float64 (m, 2): exact Jaccard (or containment), signature estimate
