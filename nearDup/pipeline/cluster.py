@@ -9,6 +9,7 @@ import numpy as np
 from ..config import (
     ClusterParams,
 )
+from ..errors import EngineError
 from ..kernels import components as cc
 from ..kernels import sets
 from ..store.manifest import ClusterRecord, ClusterStats, ShingleRecord, VerifyRecord
@@ -200,7 +201,9 @@ def _spread_components(runner: Runner, edges: np.ndarray, key: str) -> list[np.n
     runner.engine.map(edge_forest, [ForestTask(str(work.root), str(edges_path), lo, hi, parts, str(out))
                                     for lo, hi, out in zip(bounds[:-1], bounds[1:], sent)], desc="components")
     edges_path.unlink()
-    for turn in range(1, 10**6):  # O(log^2 n) rounds (Kiveris et al., Theorem 2.5)
+    # O(log^2 n) rounds (Kiveris et al., Theorem 2.5); a bound, so that a routing bug fails instead of hanging
+    most = 4 * int(np.log2(len(edges) + 2)) ** 2 + 16
+    for turn in range(1, most + 1):
         for step in ("large", "small"):
             out = outputs(f"{turn:03d}-{step}")
             found = runner.engine.map(star_step, [StarTask(str(work.root), step, p, tuple(map(str, sent)), parts,
@@ -216,4 +219,4 @@ def _spread_components(runner: Runner, edges: np.ndarray, key: str) -> list[np.n
                 rows = np.concatenate([np.stack([centres, centres], axis=1), leaves])
                 rows = rows[np.lexsort((rows[:, 0], rows[:, 1]))]  # by centre, the centre first (the smallest)
                 return np.split(rows[:, 0], np.flatnonzero(rows[1:, 1] != rows[:-1, 1]) + 1)
-    raise AssertionError("the large-star and small-star rounds always end")
+    raise EngineError(f"cluster: the star rounds did not converge in {most} rounds (a bug: please report it)")
