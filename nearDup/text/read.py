@@ -298,9 +298,11 @@ _FIRST_BYTES = frozenset(b"<%PF\x1f\xfd(B\xd0\xff\xfe\x00\xef \t\r\n")  # the fi
                                                                            # without a ":" (headers have one)
 EXTRACT_SECONDS = 60.0  # per file: an extractor still busy after this is abandoned and the file skipped
 EXTRACT_BYTES = 256 << 20  # per file: uncompressed bytes of all its layers and zip members (bombs are refused)
-# An extraction is cached when it took longer than this: writing a cache entry costs ~0.3-0.8 ms on a busy disk
-# (bench/RESULTS-formats.md) and reading one back ~0.1-0.3 ms, more than a small .gz, DOCX or page of HTML takes
-CACHE_SECONDS = 0.001
+# An extraction is cached when it took longer than this. Writing a text to the cache costs ~0.045 ms of CPU (in its
+# task's one transaction) and reading it back ~0.02 ms (bench/RESULTS-formats.md, 2 KB texts): at most a tenth of
+# the extraction for the texts kept (PDF, EPUB, e-mail), while small DOCX, ODT, HTML and compressed files, which
+# take 0.1-0.4 ms, are extracted again rather than paying for a cache a first run does not use
+CACHE_SECONDS = 0.0005
 CACHE_FLUSH_BYTES = 16 << 20  # a task's texts waiting to be written to the cache (_TextCache)
 CACHE_FLUSH_SECONDS = 10.0
 
@@ -449,6 +451,9 @@ class _TextCache:
                 with contextlib.suppress(OSError, sqlite3.Error):
                     os.makedirs(self.folder, exist_ok=True)
                     self.db = sqlite3.connect(path, timeout=60, check_same_thread=False)
+                    # no fsync: a crashed process leaves the file whole (SQLite's journal), and only a crash of
+                    # the system could lose entries, which a cache may (an fsync cost ~30 ms a task here)
+                    self.db.execute("PRAGMA synchronous = OFF")
                     self.db.execute("CREATE TABLE IF NOT EXISTS texts (key TEXT PRIMARY KEY, found BLOB) "
                                     "WITHOUT ROWID")
         return self.db
