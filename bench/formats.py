@@ -22,7 +22,9 @@ pass, whose median is steadier than wall time under load; "CPU ovh", the median 
 pass; "fmt ovh", the overhead on the format's own cost, its CPU ms/file beyond plain text's (the txt row: read +
 decode against the stage on .txt files), which leaves out what the stage costs for any file (listing, shard files,
 catalog, manifest); files/s of the median wall time with --jobs 1 and --jobs 2, and x, their ratio (the --jobs 2
-scaling, which needs a free second core); the load average (1 min) at the start of each format's passes.
+scaling, which needs a free second core); "j2 CPU", the CPU time of a --jobs 2 pass (its workers included) over a
+--jobs 1 pass's: the work that parallel runs add, which bounds the speed-up on two free cores by about 2 / j2 CPU
+whatever the load; the load average (1 min) at the start of each format's passes.
 """
 from __future__ import annotations
 
@@ -116,7 +118,7 @@ def main() -> None:
           f"median of {args.rounds} alternating passes")
     print(f"{'format':7} {'bare library':28} {'bare ms':>8} {'ours ms':>8} {'CPU ovh':>7} {'fmt ovh':>8} "
           + (f"{'then ms':>8} {'then fmt':>8} " if then else "")
-          + f"{'MB/s':>6} {'jobs 1 f/s':>10} {'jobs 2 f/s':>10} {'x':>5} {'load':>5}")
+          + f"{'MB/s':>6} {'jobs 1 f/s':>10} {'jobs 2 f/s':>10} {'x':>5} {'j2 CPU':>7} {'load':>5}")
     base = (0.0, 0.0, 0.0)
     for fmt, fn, label in BARE:
         if only and fmt not in only:
@@ -155,7 +157,8 @@ def main() -> None:
         own_then = (before - base[2]) / (bare - base[0]) - 1 if fmt != "txt" else 0.0
         print(f"{fmt:7} {label:28} {1e3 * bare:8.3f} {1e3 * ours:8.3f} {100 * (ours / bare - 1):+6.0f}% "
               f"{100 * own:+7.0f}% " + (f"{1e3 * before:8.3f} {100 * own_then:+7.0f}% " if then else "")
-              + f"{mb / 1e6 / one:6.2f} {n / one:10.1f} {n / two:10.1f} {one / two:5.2f} {load:5.1f}", flush=True)
+              + f"{mb / 1e6 / one:6.2f} {n / one:10.1f} {n / two:10.1f} {one / two:5.2f} "
+              f"{statistics.median(cpus['jobs2']) / n / ours:7.2f} {load:5.1f}", flush=True)
     print(f"load average {os.getloadavg()[0]:.1f} at the end")
 
 

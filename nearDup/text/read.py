@@ -574,9 +574,10 @@ def _limited(key: tuple, fn):
 
 
 class _Helper:
-    """One daemon thread per process that runs extractions, so that the caller can stop waiting for one that
-    hangs, even inside a C library (PDFium, lxml release the interpreter lock): the thread is then abandoned (a
-    new one serves the next file) and, being a daemon, never keeps the process alive."""
+    """One daemon thread per process that runs extractions outside a partition task (extract, compare, query: a
+    few files), so that the caller can stop waiting for one that hangs, even inside a C library (PDFium, lxml
+    release the interpreter lock): the thread is then abandoned (a new one serves the next file) and, being a
+    daemon, never keeps the process alive. A task avoids this handoff per file (time_limited_task)."""
 
     current: _Helper | None = None
 
