@@ -15,6 +15,7 @@ import importlib.util
 import itertools
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -313,6 +314,47 @@ def test_extraction_runs_in_the_reading_thread_under_a_task_time_limit(tmp_path,
     reader, texts = read.time_limited_task(task, None)
     assert texts == [f"document number {i}" for i in range(5)]
     assert extracting == [reader] * 5 and reader != threading.get_ident()
+
+
+@needs_extra
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="reads /proc")
+def test_kill_9_of_the_main_process_while_extracting_leaves_nothing_and_resumes_to_the_same_bytes(tmp_path):
+    """Task threads, the time limit and the cache's SQLite file must not change what a kill -9 of the main
+    process (timeout -s KILL, the OOM killer) leaves: no worker, and a resumed run that prints the same bytes."""
+    from test_robustness import _session
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for i in range(60):  # PDFs take ~1 ms each: cached; gz files are not
+        paras = paragraphs(700 + i // 2, 3, True)  # two files per text: pairs
+        if i % 3:
+            (docs / f"d{i:03d}.pdf").write_bytes(make_pdf(paras))
+        else:
+            (docs / f"d{i:03d}.txt.gz").write_bytes(gzip.compress("\n".join(paras).encode()))
+
+    def args(w):
+        return [sys.executable, "-m", "nearDup", "-w", str(w), "run", str(docs), "--partition-docs", "10", "--jobs",
+                "2", "--format", "tsv", "-t", "0.5"]
+
+    began = time.monotonic()
+    reference = subprocess.run(args(tmp_path / "ref"), capture_output=True, timeout=120)
+    duration = time.monotonic() - began
+    assert reference.returncode == 0 and reference.stdout.count(b"\n") >= 20, reference.stderr
+    w = tmp_path / "w"
+    proc = subprocess.Popen(args(w), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    time.sleep(0.6 * duration)
+    os.kill(proc.pid, signal.SIGKILL)  # the main process only, not its group
+    assert proc.wait() == -signal.SIGKILL  # killed, not finished first
+    deadline = time.monotonic() + 3
+    while _session(proc.pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    left = _session(proc.pid)
+    for pid in left:
+        os.kill(pid, signal.SIGKILL)
+    assert not left, f"processes of the run left: {left}"
+    resumed = subprocess.run(args(w), capture_output=True, timeout=120)
+    assert resumed.returncode == 0, resumed.stderr
+    assert resumed.stdout == reference.stdout
 
 
 MISSING = """
