@@ -1,7 +1,8 @@
 """Reading document formats through the wired pipeline: files/s and MB/s per format, nearDup's overhead over the
 bare extraction library, and --jobs 2 scaling (issue 20).
 
-    python bench/formats.py [--docs 60] [--rounds 5] [--out bench/out/formats]
+    python bench/formats.py [--docs 60] [--rounds 5] [--out bench/out/formats] [--only pdf,gz]
+                            [--against CHECKOUT]
 
 Fixtures: bench/extractors.py's (the first --docs BBC articles saved by LibreOffice as PDF, DOCX, ODT, by pandoc as
 EPUB and HTML, and as .eml and .txt.gz; made once, reused). Per format, in alternating passes (bare, nearDup,
@@ -13,17 +14,24 @@ bare, ...) so that a shared machine's load drift falls on both:
 - nearDup: the shingle stage over the format's folder into a fresh work dir (`neardup -w W shingle DIR --jobs 1`,
   in process): listing, detection, hashing, the time-limit thread, the extraction cache, the shard files.
 - --jobs 2: the same stage with two worker processes, the folder cut into 4 partitions (--partition-docs).
+- --against CHECKOUT: the stage of an earlier nearDup (its nearDup/ folder, e.g. from `git archive`), in the
+  same passes, so that a change's effect is a ratio from one run.
 
-Reported: the median pass's wall time as files/s and MB/s of extracted text; the overhead of the whole stage over
-bare (wall, and CPU time: user + system of this process and its children over all passes); "fmt ovh", the
-overhead on the format's own cost, its ms/file beyond plain text's (the txt row: read + decode against the stage
-on .txt files), which leaves out what the stage costs for any file (listing, shard files, catalog, manifest).
+Reported, for a machine shared with other jobs: CPU time (user + system of this process and its children) per
+pass, whose median is steadier than wall time under load; "CPU ovh", the median nearDup pass over the median bare
+pass; "fmt ovh", the overhead on the format's own cost, its CPU ms/file beyond plain text's (the txt row: read +
+decode against the stage on .txt files), which leaves out what the stage costs for any file (listing, shard files,
+catalog, manifest); files/s of the median wall time with --jobs 1 and --jobs 2, and x, their ratio (the --jobs 2
+scaling, which needs a free second core); "j2 CPU", the CPU time of a --jobs 2 pass (its workers included) over a
+--jobs 1 pass's: the work that parallel runs add, which bounds the speed-up on two free cores by about 2 / j2 CPU
+whatever the load; the load average (1 min) at the start of each format's passes.
 """
 from __future__ import annotations
 
 import argparse
 import os
 import platform
+import resource
 import shutil
 import statistics
 import sys
@@ -54,8 +62,10 @@ BARE = [("txt", lambda p: Path(p).read_text(encoding="utf-8"), "read + decode"),
 
 
 def cpu() -> float:
-    t = os.times()
-    return t.user + t.system + t.children_user + t.children_system
+    """User + system CPU seconds of this process and its waited-for children (getrusage: microseconds, where
+    os.times counts 10 ms clock ticks)."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
 def bare_pass(files: list[Path], fn) -> int:
@@ -65,10 +75,22 @@ def bare_pass(files: list[Path], fn) -> int:
     return sum(len(t.encode("utf-8")) for t in texts)
 
 
-def stage_pass(folder: Path, jobs: int, partition_docs: int, *extra: str) -> None:
+def against(checkout: Path):
+    """The CLI of an earlier nearDup (a checkout's nearDup/ folder, copied as package nearDup_against: its imports
+    are relative), to time its stage in the same passes as this one's: ratios from one run, under one load."""
+    import importlib
+
+    root = Path(tempfile.mkdtemp(prefix="nd-against-"))
+    shutil.copytree(checkout / "nearDup", root / "nearDup_against")
+    sys.path.insert(0, str(root))
+    return importlib.import_module("nearDup_against.cli").cli
+
+
+def stage_pass(folder: Path, jobs: int, partition_docs: int, *extra: str, cli=None) -> None:
     from click.testing import CliRunner
 
-    from nearDup.cli import cli
+    if cli is None:
+        from nearDup.cli import cli
     work = Path(tempfile.mkdtemp(prefix="nd-bench-"))
     try:
         r = CliRunner().invoke(cli, ["-w", str(work / "w"), "shingle", str(folder), "--jobs", str(jobs),
@@ -85,48 +107,58 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--out", default=str(REPO / "bench" / "out" / "formats"))
     ap.add_argument("--only", default="")
+    ap.add_argument("--against", default="", help="a checkout of an earlier nearDup whose stage is timed too")
     args = ap.parse_args()
+    then = against(Path(args.against)) if args.against else None
     out = Path(args.out)
     extractors.make_fixtures(out, args.docs)
     only = set(filter(None, args.only.split(",")))
     print(f"{platform.node()}: {os.cpu_count()} CPUs, {platform.processor() or platform.machine()}, Python "
           f"{platform.python_version()}, load average {os.getloadavg()[0]:.1f} at start; {args.docs} files a format, "
           f"median of {args.rounds} alternating passes")
-    print(f"{'format':7} {'bare library':28} {'bare f/s':>9} {'nearDup f/s':>11} {'MB/s':>6} {'overhead':>8} "
-          f"{'CPU ovh':>7} {'fmt ovh':>8} {'jobs 2 f/s':>10} {'x':>5}")
-    base = (0.0, 0.0)
+    print(f"{'format':7} {'bare library':28} {'bare ms':>8} {'ours ms':>8} {'CPU ovh':>7} {'fmt ovh':>8} "
+          + (f"{'then ms':>8} {'then fmt':>8} " if then else "")
+          + f"{'MB/s':>6} {'jobs 1 f/s':>10} {'jobs 2 f/s':>10} {'x':>5} {'j2 CPU':>7} {'load':>5}")
+    base = (0.0, 0.0, 0.0)
     for fmt, fn, label in BARE:
         if only and fmt not in only:
             continue
         folder = out / fmt
-        if fmt == "txt":
-            folder = out / "txt"
         files = sorted(folder.iterdir())[:args.docs]
-        walls: dict[str, list[float]] = {"bare": [], "ours": [], "jobs2": []}
-        cpus: dict[str, float] = {"bare": 0.0, "ours": 0.0, "jobs2": 0.0}
+        variants = ("bare", "ours", "jobs2", "then") if then else ("bare", "ours", "jobs2")
+        walls: dict[str, list[float]] = {k: [] for k in variants}
+        cpus: dict[str, list[float]] = {k: [] for k in variants}
         mb = 0
         extra = ("--html", "main") if fmt == "site_a" else ()
+        load = os.getloadavg()[0]
         bare_pass(files, fn)  # warm: imports, the page cache
         stage_pass(folder, 1, 4000, *extra)
+        if then:
+            stage_pass(folder, 1, 4000, *extra, cli=then)
         for _ in range(args.rounds):
-            for what in ("bare", "ours", "jobs2"):
+            for what in variants:
                 c, t = cpu(), time.perf_counter()
                 if what == "bare":
                     mb = bare_pass(files, fn)
+                elif what == "then":
+                    stage_pass(folder, 1, 4000, *extra, cli=then)
                 else:
                     stage_pass(folder, 1 if what == "ours" else 2,
                                4000 if what == "ours" else max(1, len(files) // 4), *extra)
                 walls[what].append(time.perf_counter() - t)
-                cpus[what] += cpu() - c
-        bare, ours, two = (statistics.median(walls[k]) for k in ("bare", "ours", "jobs2"))
+                cpus[what].append(cpu() - c)
         n = len(files)
+        bare, ours, before = (statistics.median(cpus[k]) / n if cpus.get(k) else 0.0 for k in ("bare", "ours", "then"))
+        one, two = (statistics.median(walls[k]) for k in ("ours", "jobs2"))
         if fmt == "txt":  # the plain-text baseline: what the stage costs beyond read + shingle, whatever the format
-            base = (bare / n, ours / n)
+            base = (bare, ours, before)
         # the format's own cost (its ms/file beyond plain text's), nearDup's against the bare library's
-        own = (ours / n - base[1]) / (bare / n - base[0]) - 1 if fmt != "txt" else 0.0
-        print(f"{fmt:7} {label:28} {n / bare:9.1f} {n / ours:11.1f} {mb / 1e6 / ours:6.2f} "
-              f"{100 * (ours / bare - 1):+7.0f}% {100 * (cpus['ours'] / max(cpus['bare'], 0.01) - 1):+6.0f}% "
-              f"{100 * own:+7.0f}% {n / two:10.1f} {ours / two:5.2f}", flush=True)
+        own = (ours - base[1]) / (bare - base[0]) - 1 if fmt != "txt" else 0.0
+        own_then = (before - base[2]) / (bare - base[0]) - 1 if fmt != "txt" else 0.0
+        print(f"{fmt:7} {label:28} {1e3 * bare:8.3f} {1e3 * ours:8.3f} {100 * (ours / bare - 1):+6.0f}% "
+              f"{100 * own:+7.0f}% " + (f"{1e3 * before:8.3f} {100 * own_then:+7.0f}% " if then else "")
+              + f"{mb / 1e6 / one:6.2f} {n / one:10.1f} {n / two:10.1f} {one / two:5.2f} "
+              f"{statistics.median(cpus['jobs2']) / n / ours:7.2f} {load:5.1f}", flush=True)
     print(f"load average {os.getloadavg()[0]:.1f} at the end")
 
 

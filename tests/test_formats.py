@@ -8,14 +8,17 @@ users' files are made, else by the hand-made writers of tests/test_extract.py; o
 from __future__ import annotations
 
 import bz2
+import ctypes
 import email.message
 import gzip
 import importlib.util
 import itertools
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import threading
 import time
 import zipfile
 from pathlib import Path
@@ -37,10 +40,10 @@ from test_extract import (
 
 from nearDup.cli import cli
 from nearDup.cli import extract as cli_extract
-from nearDup.config import ShingleParams
+from nearDup.config import ShingleParams, SourceParams
 from nearDup.pipeline import compare
 from nearDup.text import extract as ex
-from nearDup.text import read
+from nearDup.text import inputs, read
 
 from conftest import REPO
 
@@ -251,6 +254,107 @@ def test_every_bad_input_is_one_warning_and_the_run_goes_on(tmp_path, monkeypatc
                                         f"==> {docs / 'box.mbox'}#3 <==", "three", "third body", "",
                                         f"==> {docs / 'lying.html'} <==", "café Straße naïve", ""]
     assert shown.exit_code == 2 and "1 of 3 messages malformed" in shown.stderr
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_a_hang_inside_c_code_is_given_up_and_its_partition_read_again_without_it(tmp_path, monkeypatch, jobs):
+    """The time limit must stop a hang that no Python signal handler can interrupt: a C call with the interpreter
+    lock released, as PDFium's are. The run goes on after the limit, not after the call."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    text = "\n".join(paragraphs(61, 4)).encode()
+    for name in ("a.txt.gz", "b.txt.gz", "c.txt.gz"):  # gzip: the standard library reads it; each its own
+        (docs / name).write_bytes(gzip.compress(text + name.encode()))  # content (the cache is by content)
+    (docs / "hang.txt.gz").write_bytes(gzip.compress(b"never read"))
+    monkeypatch.setattr(read, "EXTRACT_SECONDS", 0.3)
+    calls = tmp_path / "calls"
+    real = ex.extract
+
+    def hanging(path, *args, **kwargs):
+        with open(calls, "a") as f:  # appended by forked workers too
+            f.write(os.path.basename(path) + "\n")
+        if path.endswith("hang.txt.gz"):
+            ctypes.CDLL(None).sleep(8)  # libc's sleep: C code, the interpreter lock released
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(ex, "extract", hanging)
+    began = time.monotonic()
+    r = invoke("run", docs, "-w", tmp_path / "w", "--jobs", jobs, "--partition-docs", "2", "--format", "tsv",
+               "-t", "0.5")
+    assert time.monotonic() - began < 6, "waited for the hung C call"
+    assert r.exit_code == 2, r.output
+    assert pairs_of(r.stdout) == {(str(docs / a), str(docs / b)) for a, b in itertools.combinations(
+        ("a.txt.gz", "b.txt.gz", "c.txt.gz"), 2)}
+    warnings = [line for line in r.stderr.splitlines() if line.startswith("warning:")]
+    assert warnings == [f"warning: {docs / 'hang.txt.gz'}: still extracting after 0.3 s: skipped (a hung or very "
+                        "slow gzip file)"]
+    extracted = calls.read_text().split()
+    assert extracted.count("hang.txt.gz") == 1  # remembered as hung: not tried again when its partition is re-read
+    assert extracted.count("c.txt.gz") == 2  # c shares the partition of hang (2 files a partition): read again
+
+
+def test_extraction_runs_in_the_reading_thread_under_a_task_time_limit(tmp_path, monkeypatch):
+    """No handoff to another thread per file (30-50 us of CPU each, up to 0.7 ms of wall time on a busy machine):
+    the thread that reads a partition extracts its files, and the time limit is a deadline its caller watches."""
+    for i in range(5):
+        (tmp_path / f"d{i}.txt.gz").write_bytes(gzip.compress(f"document number {i}".encode()))
+    items = inputs.list_items([str(tmp_path)], SourceParams()).items
+    extracting: list[int] = []
+    real = ex.extract
+
+    def recorded(*args, **kwargs):
+        extracting.append(threading.get_ident())
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(ex, "extract", recorded)
+
+    def task(_):
+        return threading.get_ident(), [doc.text for _, doc in read.read_documents(items, SourceParams(), {})]
+
+    reader, texts = read.time_limited_task(task, None)
+    assert texts == [f"document number {i}" for i in range(5)]
+    assert extracting == [reader] * 5 and reader != threading.get_ident()
+
+
+@needs_extra
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="reads /proc")
+def test_kill_9_of_the_main_process_while_extracting_leaves_nothing_and_resumes_to_the_same_bytes(tmp_path):
+    """Task threads, the time limit and the cache's SQLite file must not change what a kill -9 of the main
+    process (timeout -s KILL, the OOM killer) leaves: no worker, and a resumed run that prints the same bytes."""
+    from test_robustness import _session
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for i in range(60):  # PDFs take ~1 ms each: cached; gz files are not
+        paras = paragraphs(700 + i // 2, 3, True)  # two files per text: pairs
+        if i % 3:
+            (docs / f"d{i:03d}.pdf").write_bytes(make_pdf(paras))
+        else:
+            (docs / f"d{i:03d}.txt.gz").write_bytes(gzip.compress("\n".join(paras).encode()))
+
+    def args(w):
+        return [sys.executable, "-m", "nearDup", "-w", str(w), "run", str(docs), "--partition-docs", "10", "--jobs",
+                "2", "--format", "tsv", "-t", "0.5"]
+
+    began = time.monotonic()
+    reference = subprocess.run(args(tmp_path / "ref"), capture_output=True, timeout=120)
+    duration = time.monotonic() - began
+    assert reference.returncode == 0 and reference.stdout.count(b"\n") >= 20, reference.stderr
+    w = tmp_path / "w"
+    proc = subprocess.Popen(args(w), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    time.sleep(0.6 * duration)
+    os.kill(proc.pid, signal.SIGKILL)  # the main process only, not its group
+    assert proc.wait() == -signal.SIGKILL  # killed, not finished first
+    deadline = time.monotonic() + 3
+    while _session(proc.pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    left = _session(proc.pid)
+    for pid in left:
+        os.kill(pid, signal.SIGKILL)
+    assert not left, f"processes of the run left: {left}"
+    resumed = subprocess.run(args(w), capture_output=True, timeout=120)
+    assert resumed.returncode == 0, resumed.stderr
+    assert resumed.stdout == reference.stdout
 
 
 MISSING = """

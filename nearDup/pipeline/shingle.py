@@ -26,7 +26,7 @@ from ..store.catalog import Catalog, binary_columns, binary_of, item_digest, pla
 from ..store.manifest import ShingleRecord, ShingleStats
 from ..store.workdir import WorkDir
 from ..text.inputs import SAME_FILE, PackedItems, list_items, partition, under
-from ..text.read import first_record_fields, format_notes, missing_extras_note, read_documents
+from ..text.read import first_record_fields, format_notes, missing_extras_note, read_documents, time_limited_task
 from ..text.shingles import shingle_documents
 from ..wording import plural
 from . import band, signature
@@ -45,7 +45,12 @@ class ShingledShard(NamedTuple):
 
 
 def shingle_partition(task: PartitionTask[ShingleParams]) -> ShingledShard:
-    """Read, normalise, tokenise and shingle one partition; write its docs, values and offsets, then its marker."""
+    """Read, normalise, tokenise and shingle one partition; write its docs, values and offsets, then its marker.
+    Under the per-file time limit of extractions, which runs it again without a file that hangs."""
+    return time_limited_task(_read_and_shingle, task)
+
+
+def _read_and_shingle(task: PartitionTask[ShingleParams]) -> ShingledShard:
     work = WorkDir(task.root)
     problems: dict = {}
     source = task.source

@@ -11,11 +11,12 @@ import json
 import os
 import queue
 import re
+import sqlite3
 import sys
 import threading
 import time
 from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..config import SourceParams
 from ..errors import InputError
@@ -81,9 +82,22 @@ def read_documents(items: Iterable[Item], params: SourceParams, problems: dict,
     --formats leaves out, in problems["other_format"]. cache: a folder where extracted texts are kept by content
     hash and extractor version, so that a file read again unchanged is not extracted again (when its extraction
     took at least CACHE_SECONDS: a quicker one is redone rather than stored)."""
+    store = _TextCache(cache) if cache else None
+    try:
+        yield from _read_items(items, params, problems, cwd, store)
+    finally:  # at the end of the partition, or when its reader stops early: the texts extracted are kept
+        if store is not None:
+            store.close()
+
+
+def _read_items(items: Iterable[Item], params: SourceParams, problems: dict, cwd: str,
+                store: _TextCache | None) -> Iterator[tuple[Item, Document]]:
     base = cwd if not cwd or cwd.endswith("/") else cwd + "/"  # os.path.join(cwd, path) without a call per file
     text_wanted = not params.formats or "text" in params.formats
+    guard = getattr(_local, "guard", None)
     for item in items:
+        if guard is not None and guard.abandoned:  # the task was given up (a hung file, Ctrl-C): stop here
+            raise _Abandoned
         path = base + item.path if base and item.path[:1] != "/" else item.path
         if item.kind == "jsonl":
             for doc in _read_jsonl(item, path, params, problems):
@@ -97,7 +111,7 @@ def read_documents(items: Iterable[Item], params: SourceParams, problems: dict,
                 _unreadable(problems, item, e)
                 continue
             if fmt is not None:
-                for doc in _extracted(item, path, fmt, None, params, problems, cache):
+                for doc in _extracted(item, path, fmt, None, params, problems, store):
                     yield item, doc
             elif text_wanted:
                 yield item, _streamed(item, path)
@@ -111,7 +125,7 @@ def read_documents(items: Iterable[Item], params: SourceParams, problems: dict,
             continue
         fmt = document_format(data, item.path)
         if fmt is not None:
-            for doc in _extracted(item, path, fmt, data, params, problems, cache):
+            for doc in _extracted(item, path, fmt, data, params, problems, store):
                 yield item, doc
             continue
         if not text_wanted:
@@ -284,9 +298,13 @@ _FIRST_BYTES = frozenset(b"<%PF\x1f\xfd(B\xd0\xff\xfe\x00\xef \t\r\n")  # the fi
                                                                            # without a ":" (headers have one)
 EXTRACT_SECONDS = 60.0  # per file: an extractor still busy after this is abandoned and the file skipped
 EXTRACT_BYTES = 256 << 20  # per file: uncompressed bytes of all its layers and zip members (bombs are refused)
-# An extraction is cached when it took longer than this: writing a cache entry costs ~0.3-0.8 ms on a busy disk
-# (bench/RESULTS-formats.md) and reading one back ~0.1-0.3 ms, more than a small .gz, DOCX or page of HTML takes
-CACHE_SECONDS = 0.001
+# An extraction is cached when it took longer than this. Writing a text to the cache costs ~0.045 ms of CPU (in its
+# task's one transaction) and reading it back ~0.02 ms (bench/RESULTS-formats.md, 2 KB texts): at most a tenth of
+# the extraction for the texts kept (PDF, EPUB, e-mail), while small DOCX, ODT, HTML and compressed files, which
+# take 0.1-0.4 ms, are extracted again rather than paying for a cache a first run does not use
+CACHE_SECONDS = 0.0005
+CACHE_FLUSH_BYTES = 16 << 20  # a task's texts waiting to be written to the cache (_TextCache)
+CACHE_FLUSH_SECONDS = 10.0
 
 
 def document_format(head: bytes, name: str) -> str | None:
@@ -319,7 +337,7 @@ def _count(problems: dict, kind: str, n: int = 1) -> None:
 
 
 def _extracted(item: Item, path: str, fmt: str, data: bytes | None, params: SourceParams, problems: dict,
-               cache: str | None) -> Iterator[Document]:
+               store: _TextCache | None) -> Iterator[Document]:
     """The documents of a file in format fmt (data: its bytes, if read), from the cache or its extractor.
 
     A file the extractor refuses (encrypted, corrupt, no text layer, a bomb, too slow) gives one warning naming
@@ -330,17 +348,22 @@ def _extracted(item: Item, path: str, fmt: str, data: bytes | None, params: Sour
     if params.formats and fmt not in params.formats:
         _count(problems, "other_format")
         return
+    key = (path, item.size, item.mtime_ns)
+    if key in _HUNG:  # its extraction passed the time limit in this process (time_limited_task): not again
+        _problem(problems, "unreadable", f"{item.id}: still extracting after {EXTRACT_SECONDS:g} s: skipped "
+                                         f"(a hung or very slow {ex.LABELS.get(fmt, fmt)} file)")
+        return
     options = ex.ExtractOptions(html_main=params.html == "main", max_bytes=EXTRACT_BYTES)
     try:
         sha = _file_hash(path) if data is None else hashlib.blake2b(data, digest_size=16).hexdigest()
-        stored = _cache_path(cache, sha, ex.version(fmt, options)) if cache else None
-        found = _cached(stored) if stored is not None else None
+        stored = _cache_key(sha, ex.version(fmt, options)) if store is not None else None
+        found = store.get(stored) if store is not None and stored is not None else None
         if found is None:
             notes: list[str] = []
             began = time.perf_counter()
             try:
-                found = {"docs": _time_limited(lambda: list(ex.extract(path, fmt, options, notes.append, data)),
-                                               EXTRACT_SECONDS), "notes": notes}
+                found = {"docs": _limited(key, lambda: list(ex.extract(path, fmt, options, notes.append, data))),
+                         "notes": notes}
             except ex.ExtractError as exc:
                 if isinstance(exc, ex.MissingExtra):
                     _count(problems, f"missing:{exc.format}")
@@ -350,8 +373,8 @@ def _extracted(item: Item, path: str, fmt: str, data: bytes | None, params: Sour
                 _problem(problems, "unreadable", f"{item.id}: still extracting after {EXTRACT_SECONDS:g} s: "
                                                  f"skipped (a hung or very slow {ex.LABELS.get(fmt, fmt)} file)")
                 return
-            if stored is not None and time.perf_counter() - began >= CACHE_SECONDS:
-                _store(stored, found)
+            if store is not None and stored is not None and time.perf_counter() - began >= CACHE_SECONDS:
+                store.put(stored, found)
     except OSError as e:
         _unreadable(problems, item, e)
         return
@@ -397,44 +420,164 @@ def _file_hash(path: str) -> str:
     return digest.hexdigest()
 
 
-def _cache_path(cache: str, sha: str, version: str) -> str:
-    """Where the text extracted from content sha by extractor version is kept: one JSON file per key."""
-    key = hashlib.blake2b(f"{sha}\0{version}".encode(), digest_size=16).hexdigest()
-    return os.path.join(cache, key[:2], key + ".json")
+def _cache_key(sha: str, version: str) -> str:
+    """The key of the text extracted from content sha by extractor version."""
+    return hashlib.blake2b(f"{sha}\0{version}".encode(), digest_size=16).hexdigest()
 
 
-def _cached(path: str) -> dict | None:
-    try:
-        with open(path, encoding="utf-8", errors="surrogatepass") as f:
-            found = json.load(f)
-    except (OSError, ValueError):  # not there, or torn by a crash: extract again
-        return None
-    return found if isinstance(found, dict) and ("docs" in found or "error" in found) else None
+class _TextCache:
+    """Extracted texts by key (_cache_key), in one SQLite file in the cache folder. A task looks each file up
+    there and writes what it extracted in one transaction at its end (or every CACHE_FLUSH_BYTES or
+    CACHE_FLUSH_SECONDS, so that memory stays bounded and a killed task loses little): creating a file per
+    document cost 0.3-0.8 ms on this VM's disk, more than extracting a small file. Workers of a run share the file
+    (SQLite locks it; each opens its own connection, never one inherited across fork). A cache that cannot be read
+    or written is no error: the text is extracted again next time."""
 
+    NAME = "texts.sqlite"
 
-def _store(path: str, found: dict) -> None:
-    """Write atomically (a temporary name, then rename): workers may store the same key at once, and a crash
-    leaves no torn entry. A cache that cannot be written is no error: the text is extracted again next time."""
-    with contextlib.suppress(OSError):
-        temp = f"{path}.{os.getpid()}.tmp"
+    def __init__(self, folder: str):
+        self.folder = folder
+        self.db: sqlite3.Connection | None = None
+        self.opened = False  # tried to open the file
+        self.pending: dict[str, bytes] = {}
+        self.pending_bytes = 0
+        self.since = time.monotonic()
+
+    def _open(self, create: bool) -> sqlite3.Connection | None:
+        if self.db is None and (create or not self.opened):
+            self.opened = True
+            path = os.path.join(self.folder, self.NAME)
+            if create or os.path.exists(path):  # a first run's lookups make no file
+                with contextlib.suppress(OSError, sqlite3.Error):
+                    os.makedirs(self.folder, exist_ok=True)
+                    self.db = sqlite3.connect(path, timeout=60, check_same_thread=False)
+                    # no fsync: a crashed process leaves the file whole (SQLite's journal), and only a crash of
+                    # the system could lose entries, which a cache may (an fsync cost ~30 ms a task here)
+                    self.db.execute("PRAGMA synchronous = OFF")
+                    self.db.execute("CREATE TABLE IF NOT EXISTS texts (key TEXT PRIMARY KEY, found BLOB) "
+                                    "WITHOUT ROWID")
+        return self.db
+
+    def get(self, key: str) -> dict | None:
+        found = self.pending.get(key)
+        if found is None and (db := self._open(False)) is not None:
+            with contextlib.suppress(sqlite3.Error):
+                row = db.execute("SELECT found FROM texts WHERE key = ?", (key,)).fetchone()
+                found = row[0] if row else None
+        if found is None:
+            return None
         try:
-            f = open(temp, "w", encoding="utf-8", errors="surrogatepass")
-        except FileNotFoundError:  # the folder's first entry (a mkdir for every entry is costly on a busy disk)
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            f = open(temp, "w", encoding="utf-8", errors="surrogatepass")
-        with f:
-            json.dump(found, f, ensure_ascii=False)
-        os.replace(temp, path)
+            value = json.loads(found.decode("utf-8", "surrogatepass"))  # an extracted text may hold lone surrogates
+        except ValueError:
+            return None
+        return value if isinstance(value, dict) and ("docs" in value or "error" in value) else None
+
+    def put(self, key: str, found: dict) -> None:
+        self.pending[key] = text = json.dumps(found, ensure_ascii=False).encode("utf-8", "surrogatepass")
+        self.pending_bytes += len(text)
+        if self.pending_bytes >= CACHE_FLUSH_BYTES or time.monotonic() - self.since >= CACHE_FLUSH_SECONDS:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.pending and (db := self._open(True)) is not None:
+            with contextlib.suppress(sqlite3.Error), db:  # one transaction, committed at the end of the block
+                db.executemany("INSERT OR REPLACE INTO texts VALUES (?, ?)", self.pending.items())
+        self.pending.clear()
+        self.pending_bytes = 0
+        self.since = time.monotonic()
+
+    def close(self) -> None:
+        self.flush()
+        if self.db is not None:
+            self.db.close()
+            self.db = None
 
 
 class _TimeLimit(Exception):
     pass
 
 
+class _Abandoned(BaseException):  # not an Exception: no handler of the task's code may swallow it
+    """Raised in a task's thread that time_limited_task gave up, when its extraction returns at last."""
+
+
+class _Guard:
+    """The deadline of the extraction under way in a task's thread, armed and cleared by plain attribute writes:
+    no system call and no handoff to another thread per file (a handoff cost 30-50 us of CPU a file, and up to
+    0.7 ms of wall time on a busy machine: bench/RESULTS-formats.md)."""
+
+    def __init__(self):
+        self.armed: tuple[tuple, float] | None = None  # (file key, deadline) while an extraction runs
+        self.abandoned = False
+        self.result: tuple[bool, Any] = (False, None)  # (True, value) or (False, the exception raised)
+        self.done = threading.Event()
+
+    def run(self, fn, arg) -> None:
+        """fn(arg), in the task's thread."""
+        _local.guard = self
+        try:
+            self.result = (True, fn(arg))
+        except BaseException as exc:  # handed to the caller, which raises it
+            self.result = (False, exc)
+        self.done.set()
+
+
+_local = threading.local()  # .guard: the _Guard of the task this thread runs, if any
+_HUNG: set[tuple] = set()  # (path, size, mtime_ns) of files whose extraction passed the limit in this process
+
+
+def time_limited_task(fn, arg):
+    """fn(arg) run in a new thread while this one watches the deadline of each file it extracts (EXTRACT_SECONDS).
+
+    When one passes, that thread is given up: it may be stuck inside a C library (PDFium and lxml release the
+    interpreter lock), so it is left to run as a daemon, and stops with _Abandoned as soon as its extraction
+    returns. The file is remembered as hung and fn(arg) runs again from the start in a fresh thread, which skips
+    it with a warning. So fn must be a function of arg alone that writes its results at its end, as a partition
+    task does (its files are written atomically after it has read every document). The watching thread wakes
+    about once per EXTRACT_SECONDS / 2, not once per file."""
+    while True:
+        guard = _Guard()
+        threading.Thread(target=guard.run, args=(fn, arg), daemon=True, name="nearDup-task").start()
+        hung = None
+        try:
+            wait = EXTRACT_SECONDS / 2
+            while not guard.done.wait(wait):
+                armed = guard.armed
+                wait = EXTRACT_SECONDS / 2 if armed is None else armed[1] - time.monotonic()
+                if armed is not None and wait <= 0 and guard.armed is armed:
+                    hung = armed[0]
+                    break
+                wait = max(wait, 0.01)
+        finally:  # also on Ctrl-C: the thread stops at its next file
+            guard.abandoned = hung is not None or not guard.done.is_set()
+        if hung is None:
+            ok, value = guard.result  # set before done
+            if not ok:
+                raise value
+            return value
+        _HUNG.add(hung)
+
+
+def _limited(key: tuple, fn):
+    """fn() (an extraction of the file key) under the time limit: by the deadline of the task this thread runs
+    (time_limited_task), or outside one (extract, compare, query) in the extraction thread of _time_limited."""
+    guard = getattr(_local, "guard", None)
+    if guard is None:
+        return _time_limited(fn, EXTRACT_SECONDS)
+    guard.armed = (key, time.monotonic() + EXTRACT_SECONDS)
+    try:
+        return fn()
+    finally:
+        guard.armed = None
+        if guard.abandoned:
+            raise _Abandoned
+
+
 class _Helper:
-    """One daemon thread per process that runs extractions, so that the caller can stop waiting for one that
-    hangs, even inside a C library (PDFium, lxml release the interpreter lock): the thread is then abandoned (a
-    new one serves the next file) and, being a daemon, never keeps the process alive."""
+    """One daemon thread per process that runs extractions outside a partition task (extract, compare, query: a
+    few files), so that the caller can stop waiting for one that hangs, even inside a C library (PDFium, lxml
+    release the interpreter lock): the thread is then abandoned (a new one serves the next file) and, being a
+    daemon, never keeps the process alive. A task avoids this handoff per file (time_limited_task)."""
 
     current: _Helper | None = None
 
