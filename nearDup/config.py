@@ -138,6 +138,18 @@ class VerifyParams:
     threshold: float = DEFAULT_THRESHOLD
 
 
+DEDUPED_MODES = ("copy", "link")
+
+
+@dataclasses.dataclass(frozen=True)
+class DedupedParams:
+    """--write-deduped: the folder the deduplicated corpus is written to, and how a folder's kept files get there
+    (copy, or link: hard links to the inputs, no space but the same inode)."""
+
+    folder: str
+    mode: str = "copy"
+
+
 def default_jobs() -> int:
     try:
         return len(os.sched_getaffinity(0))
@@ -216,6 +228,7 @@ class RunConfig:
     bands: int | None = None
     rows: int | None = None
     references: tuple[str, ...] = ()
+    deduped: DedupedParams | None = None  # --write-deduped
 
     def band(self, kept: BandParams | None = None) -> BandParams:
         """(b, r): as given, an index's stored choice (kept), or chosen from the threshold (choose_bands)."""
@@ -240,7 +253,8 @@ def resolve(*, unit: str = "word", k: int = 5, whitespace: str = "collapse", str
             text_field: str = "text", strict: bool = False, include: tuple[str, ...] | list[str] = (),
             exclude: tuple[str, ...] | list[str] = (), hidden: bool = False, follow_links: bool = False,
             null: bool = False, partition_docs: int = 4000, formats: tuple[str, ...] | list[str] = (),
-            html: str | None = None) -> RunConfig:
+            html: str | None = None, write_deduped: str | os.PathLike | None = None,
+            write_deduped_mode: str | None = None) -> RunConfig:
     """The options of `run` (the defaults are its defaults) checked and resolved into frozen parameters. Raises
     ParameterError with the command line's message for a bad value; explicit --bands/--rows are checked against
     --num-perm here, before any work dir is made."""
@@ -262,6 +276,11 @@ def resolve(*, unit: str = "word", k: int = 5, whitespace: str = "collapse", str
     if threshold is not None and (isinstance(threshold, bool) or not isinstance(threshold, (int, float))
                                   or not 0 < threshold <= 1):  # nan fails both comparisons
         raise ParameterError(f"--threshold: {threshold!r} is not in the range 0<x<=1")
+    write_deduped_mode = write_deduped_mode or DEDUPED_MODES[0]
+    if write_deduped_mode not in DEDUPED_MODES:
+        raise ParameterError(f"--write-deduped-mode: {write_deduped_mode!r} is not one of {', '.join(DEDUPED_MODES)}")
+    if write_deduped is not None and not os.fspath(write_deduped):
+        raise ParameterError("--write-deduped: give the folder to write the deduplicated corpus to")
     keeper_rules = keeper_order(keep, prefer)
     if bands or rows:  # too many for num_perm
         choose_bands(num_perm, threshold, bands, rows)
@@ -276,7 +295,8 @@ def resolve(*, unit: str = "word", k: int = 5, whitespace: str = "collapse", str
         candidates=CandidateParams(max_bucket, min_shingles, min_size),
         verify=VerifyParams(threshold_or_default(threshold)),
         cluster=ClusterParams(link, keeper_rules, prefer),
-        threshold=threshold, bands=bands, rows=rows, references=_strings(references))
+        threshold=threshold, bands=bands, rows=rows, references=_strings(references),
+        deduped=None if write_deduped is None else DedupedParams(os.fspath(write_deduped), write_deduped_mode))
 
 
 def _strings(values: str | tuple[str, ...] | list[str]) -> tuple[str, ...]:

@@ -1,6 +1,8 @@
 """Stage 6, cluster: duplicate groups from the verified pairs, with a keeper each (pipeline.groups)."""
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from ..config import (
@@ -29,17 +31,7 @@ def run(runner: Runner, params: ClusterParams) -> ClusterRecord:
     entries = verified_entries(work)
     edges = class_edges(entries)  # copies as stars of their first document: the components of every pair
     anchors = {b["anchor"] for b in work.load_jsonl(work.current("candidates", "large_buckets.jsonl"), "candidates")}
-    starts = part_starts(shingle_record)
-    shingles = PartitionArrays(work, "shingle", ("values.npy", "offsets.npy"),  # mapped once for every call
-                               shingle_record.shard_numbers)
-
-    def similarity(a, b):
-        out = []
-        for lo in range(0, len(a), VERIFY_CHUNK):
-            inter, la, lb = set_overlap(shingles, starts, a[lo:lo + VERIFY_CHUNK], b[lo:lo + VERIFY_CHUNK])
-            out.append(sets.jaccard(inter, la, lb))
-        return np.concatenate(out) if out else np.empty(0)
-
+    similarity = stored_similarity(work, shingle_record)
     rules = KeeperRules.parse(",".join(params.keep), params.prefer)
     weights = work.load_array(work.current("verify", "scores.npy"), "verify")[:, 0]  # (Jaccard, estimate) per entry
     groups = build_groups(docs, edges, upstream.params.threshold, rules, params.link, similarity, anchors,
@@ -53,6 +45,22 @@ def run(runner: Runner, params: ClusterParams) -> ClusterRecord:
     work.record_stage("cluster", record)
     runner.log(f"cluster: {_cluster_summary(record)}")
     return record
+
+
+def stored_similarity(work: WorkDir, shingle_record: ShingleRecord) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
+    """similarity(a, b): the exact Jaccard of the stored documents a[i] and b[i] (global numbers), pairwise, in
+    chunks of VERIFY_CHUNK pairs."""
+    starts = part_starts(shingle_record)
+    shingles = PartitionArrays(work, "shingle", ("values.npy", "offsets.npy"),  # mapped once for every call
+                               shingle_record.shard_numbers)
+
+    def similarity(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        out = []
+        for lo in range(0, len(a), VERIFY_CHUNK):
+            inter, la, lb = set_overlap(shingles, starts, a[lo:lo + VERIFY_CHUNK], b[lo:lo + VERIFY_CHUNK])
+            out.append(sets.jaccard(inter, la, lb))
+        return np.concatenate(out) if out else np.empty(0)
+    return similarity
 
 
 def _cluster_summary(record: ClusterRecord) -> str:

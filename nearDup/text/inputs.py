@@ -21,6 +21,7 @@ import numpy as np
 
 from ..config import SourceParams
 from ..errors import InputError
+from .corpus import compression
 from .read import BOMS
 
 
@@ -293,18 +294,18 @@ def _dir_identity(path: str) -> tuple[int, int]:
 def _jsonl_items(arg: str, params: SourceParams, stdin, spool) -> Iterator[Item]:
     """Byte ranges of whole lines of a JSONL file, each at most partition_docs lines and partition_bytes bytes.
 
-    Standard input and .gz files are first spooled to a plain file in the work dir (spool), so that partitions
-    can be read in parallel by seeking."""
+    Standard input and compressed files (.gz, .zst, .bz2, .xz) are first spooled to a plain file in the work dir
+    (spool), so that partitions can be read in parallel by seeking."""
     label = arg
-    if arg == "-" or arg.endswith(".gz"):
+    if arg == "-" or compression(arg):
         if spool is None:
-            raise InputError(f"{arg}: JSONL from stdin or .gz needs a work dir")
+            raise InputError(f"{arg}: JSONL from stdin or compressed needs a work dir")
         try:
             path = spool(arg, stdin)
         except OSError as e:
             raise InputError(f"{arg}: cannot read ({e.strerror})") from None
         except EOFError:
-            raise InputError(f"{arg}: truncated or corrupt gzip file") from None
+            raise InputError(f"{arg}: truncated or corrupt {compression(arg)} file") from None
     else:
         path = arg
     st, data = _read_jsonl_file(arg, path)
