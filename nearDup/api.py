@@ -14,7 +14,7 @@ import tempfile
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .config import resolve
+from .config import by_extension, resolve
 from .errors import InputError, ParameterError
 from .pipeline import run as pipeline_run
 from .pipeline.driver import Runner
@@ -94,8 +94,8 @@ def find_duplicates(paths: Sequence[str | os.PathLike] | None = None, *, texts: 
         if texts is not None:
             if paths is not None:
                 raise ParameterError("give either paths or texts, not both")
-            if set(options) & {"jsonl", "id_field", "text_field"}:
-                raise ParameterError("texts are read as given: jsonl, id_field and text_field do not apply")
+            if set(options) & {"jsonl", "parquet", "id_field", "text_field"}:
+                raise ParameterError("texts are read as given: jsonl, parquet, id_field and text_field do not apply")
             paths = [_write_texts(texts, ids, resources.enter_context(tempfile.TemporaryDirectory()))]
             options["jsonl"] = True
         elif ids is not None:
@@ -105,7 +105,7 @@ def find_duplicates(paths: Sequence[str | os.PathLike] | None = None, *, texts: 
         if isinstance(paths, (str, os.PathLike)):  # one path, not a sequence of one-letter paths
             paths = [paths]
         args = [os.fspath(p) for p in paths]
-        config = resolve(**options)
+        config = by_extension(resolve(**options), args)
         pipeline_run.check_inputs(args)
         if workdir is None:
             workdir = resources.enter_context(tempfile.TemporaryDirectory(prefix="neardup-"))
@@ -148,8 +148,8 @@ class Index:
     def update(self, paths: Sequence[str | os.PathLike], *, new_only: bool = False, rebuild: bool = False) -> Result:
         """Bring the index to exactly the documents under paths: `neardup run --index DIR PATH...` (documents not
         under paths are removed from it)."""
-        config = resolve(**self.options)
         args = [os.fspath(p) for p in paths]
+        config = by_extension(resolve(**self.options), args)
         pipeline_run.check_inputs(args)
         with contextlib.ExitStack() as resources:
             if config.deduped:

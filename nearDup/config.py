@@ -60,12 +60,20 @@ class SourceParams:
     # so that work dirs, keys and cache dirs of plain-text runs stay what they were before formats existed.
     formats: tuple[str, ...] = ()
     html: str = "visible"
+    # Parquet (issue 23): each PATH is a Parquet file or a dataset folder of them. Left out at its default, as the
+    # format fields are.
+    parquet: bool = False
+
+    @property
+    def records(self) -> bool:
+        """Documents are records of files (JSONL lines, Parquet rows), not files."""
+        return self.jsonl or self.parquet
 
     def record(self) -> dict:
-        """The stored form: dataclasses.asdict without the format fields at their defaults."""
+        """The stored form: dataclasses.asdict without the format and Parquet fields at their defaults."""
         record = dataclasses.asdict(self)
         for f in dataclasses.fields(self):
-            if f.name in ("formats", "html") and record[f.name] == f.default:
+            if f.name in ("formats", "html", "parquet") and record[f.name] == f.default:
                 del record[f.name]
         return record
 
@@ -249,13 +257,15 @@ def resolve(*, unit: str = "word", k: int = 5, whitespace: str = "collapse", str
             num_perm: int = 128, seed: int = 1, minhash: str = "oph", threshold: float | None = None,
             bands: int | None = None, rows: int | None = None, max_bucket: int = 1000, min_shingles: int = 20,
             min_size: int = 0, link: str = "keeper", keep: str | None = None, prefer: str | None = None,
-            references: tuple[str, ...] | list[str] = (), jsonl: bool = False, id_field: str = "id",
+            references: tuple[str, ...] | list[str] = (), jsonl: bool = False, parquet: bool = False,
+            id_field: str = "id",
             text_field: str = "text", strict: bool = False, include: tuple[str, ...] | list[str] = (),
             exclude: tuple[str, ...] | list[str] = (), hidden: bool = False, follow_links: bool = False,
             null: bool = False, partition_docs: int = 4000, formats: tuple[str, ...] | list[str] = (),
             html: str | None = None, write_deduped: str | os.PathLike | None = None,
             write_deduped_mode: str | None = None) -> RunConfig:
-    """The options of `run` (the defaults are its defaults) checked and resolved into frozen parameters. Raises
+    """The options of `run` (the defaults are its defaults) checked and resolved into frozen parameters (for
+    inputs that are all .parquet files, by_extension then sets parquet). Raises
     ParameterError with the command line's message for a bad value; explicit --bands/--rows are checked against
     --num-perm here, before any work dir is made."""
     values = locals()
@@ -276,6 +286,8 @@ def resolve(*, unit: str = "word", k: int = 5, whitespace: str = "collapse", str
     if threshold is not None and (isinstance(threshold, bool) or not isinstance(threshold, (int, float))
                                   or not 0 < threshold <= 1):  # nan fails both comparisons
         raise ParameterError(f"--threshold: {threshold!r} is not in the range 0<x<=1")
+    if jsonl and parquet:
+        raise ParameterError("--jsonl and --parquet: give one of them (PATHs of one kind)")
     write_deduped_mode = write_deduped_mode or DEDUPED_MODES[0]
     if write_deduped_mode not in DEDUPED_MODES:
         raise ParameterError(f"--write-deduped-mode: {write_deduped_mode!r} is not one of {', '.join(DEDUPED_MODES)}")
@@ -285,7 +297,7 @@ def resolve(*, unit: str = "word", k: int = 5, whitespace: str = "collapse", str
     if bands or rows:  # too many for num_perm
         choose_bands(num_perm, threshold, bands, rows)
     return RunConfig(
-        source=SourceParams(jsonl=jsonl, id_field=id_field, text_field=text_field, strict=strict,
+        source=SourceParams(jsonl=jsonl, parquet=parquet, id_field=id_field, text_field=text_field, strict=strict,
                             include=_strings(include), exclude=_strings(exclude), hidden=hidden,
                             follow_links=follow_links, null=null, partition_docs=partition_docs,
                             formats=tuple(f for f in DOCUMENT_FORMATS if f in formats),  # fingerprinted: one order
@@ -297,6 +309,14 @@ def resolve(*, unit: str = "word", k: int = 5, whitespace: str = "collapse", str
         cluster=ClusterParams(link, keeper_rules, prefer),
         threshold=threshold, bands=bands, rows=rows, references=_strings(references),
         deduped=None if write_deduped is None else DedupedParams(os.fspath(write_deduped), write_deduped_mode))
+
+
+def by_extension(config: RunConfig, paths: list[str]) -> RunConfig:
+    """Parquet inputs known by their names: without --jsonl or --parquet, PATHs that all end with .parquet are
+    read as Parquet."""
+    if config.source.records or not paths or not all(p.endswith(".parquet") for p in paths):
+        return config
+    return dataclasses.replace(config, source=dataclasses.replace(config.source, parquet=True))
 
 
 def _strings(values: str | tuple[str, ...] | list[str]) -> tuple[str, ...]:

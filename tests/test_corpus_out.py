@@ -274,3 +274,74 @@ def test_the_api_writes_the_same_corpus(tmp_path):
                                           for k, v in snapshot(tmp_path / "cli").items()}
     with pytest.raises(ParameterError, match="write-deduped-mode"):
         find_duplicates(shards, jsonl=True, write_deduped=tmp_path / "x", write_deduped_mode="move")
+
+
+# ------------------------------------------------------------------------------------------------ Parquet
+
+def write_dataset(folder: Path, data: list[dict], cuts: list[int], row_group_size: int = 7) -> list[Path]:
+    """data as Parquet files (cut at cuts) below folder, one in a subfolder, with integer ids in column "doc",
+    the text in "body" and an extra column; small row groups, each file with another compression."""
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    paths = []
+    for n, (lo, hi) in enumerate(zip([0, *cuts], [*cuts, len(data)])):
+        part = data[lo:hi]
+        table = pa.table({"doc": [int(r["id"][1:]) * 10 for r in part], "body": [r["text"] for r in part],
+                          "meta": [json.dumps(r["meta"]) for r in part]}).replace_schema_metadata({"made": "test"})
+        path = folder / ("sub" if n else "") / f"part-{n}.parquet"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        pq.write_table(table, path, row_group_size=row_group_size, compression=["zstd", "snappy", "gzip"][n % 3])
+        paths.append(path)
+    return paths
+
+
+def test_deduped_parquet_is_the_input_minus_the_printed_dupes(tmp_path):
+    pq = pytest.importorskip("pyarrow.parquet")
+    data = records(120, seed=11)
+    files = write_dataset(tmp_path / "ds", data, [50, 90])
+    before = snapshot(tmp_path / "ds")
+    out = tmp_path / "out"
+    r = invoke("-w", tmp_path / "w", "run", "--parquet", tmp_path / "ds", "--id-field", "doc", "--text-field", "body",
+               *RUN, "--partition-docs", 5, "--write-deduped", out, "--print", "dupes")
+    assert r.exit_code == 0, r.stderr
+    dupes = set(r.stdout.split())
+    assert len(dupes) > 10 and snapshot(tmp_path / "ds") == before
+    assert set(snapshot(out)) == {"part-0.parquet", "sub/part-1.parquet", "sub/part-2.parquet", "removed.jsonl"}
+    for path in files:
+        source, written = pq.ParquetFile(path), pq.ParquetFile(out / path.relative_to(tmp_path / "ds"))
+        assert written.schema_arrow.equals(source.schema_arrow, check_metadata=True)
+        expected = [row for row in source.read().to_pylist() if str(row["doc"]) not in dupes]
+        assert written.read().to_pylist() == expected  # row for row, in order
+        assert written.metadata.row_group(0).column(0).compression == source.metadata.row_group(0).column(0).compression
+    removed = {json.loads(line)["id"] for line in (out / "removed.jsonl").read_text().splitlines()}
+    assert removed == dupes
+    # the same records as JSONL give the same pairs (ids aside): Parquet rows are read as JSONL records are
+    jsonl = tmp_path / "same.jsonl"
+    jsonl.write_text("".join(json.dumps({"id": str(int(r["id"][1:]) * 10), "text": r["text"]}) + "\n" for r in data))
+    pairs = invoke("-w", tmp_path / "w", "run", "--parquet", tmp_path / "ds", "--id-field", "doc", "--text-field",
+                   "body", *RUN, "--partition-docs", 5)
+    assert pairs.stdout == invoke("-w", tmp_path / "wj", "run", "--jsonl", jsonl, *RUN).stdout != ""
+
+
+def test_parquet_by_extension_and_its_one_line_errors(tmp_path, monkeypatch):
+    pytest.importorskip("pyarrow.parquet")
+    (path,) = write_dataset(tmp_path, records(30, seed=12), [])
+    by_name = invoke("-w", tmp_path / "w1", "run", path, "--id-field", "doc", "--text-field", "body", *RUN)
+    flagged = invoke("-w", tmp_path / "w2", "run", "--parquet", path, "--id-field", "doc", "--text-field", "body",
+                     *RUN)
+    assert by_name.exit_code == 0 and by_name.stdout == flagged.stdout != ""
+    r = invoke("-w", tmp_path / "w3", "run", path, "--text-field", "body")
+    assert r.exit_code != 0 and "no column 'id' (--id-field)" in r.stderr and "'doc'" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+    monkeypatch.setitem(sys.modules, "pyarrow.parquet", None)  # as if pyarrow were not installed
+    r = invoke("-w", tmp_path / "w4", "run", path, "--id-field", "doc", "--text-field", "body")
+    assert r.exit_code != 0 and r.stderr.strip().endswith("pip install 'nearDup[parquet]'")
+    assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
+
+
+def test_zst_jsonl_without_zstandard_says_what_to_install(tmp_path, monkeypatch):
+    (shard,) = write_shards(tmp_path / "shards", "zst", [records(10, seed=13)])
+    monkeypatch.setitem(sys.modules, "zstandard", None)
+    r = invoke("-w", tmp_path / "w", "run", "--jsonl", shard)
+    assert r.exit_code != 0 and r.stderr.strip().endswith("pip install 'nearDup[formats]'"), r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and str(shard) in r.stderr

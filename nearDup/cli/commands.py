@@ -15,6 +15,7 @@ from ..config import (
     SignatureParams,
     VerifyParams,
     banding_threshold,
+    by_extension,
     choose_bands,
     resolve,
     threshold_or_default,
@@ -162,17 +163,18 @@ def run(ctx, paths, groups, index, new_only, rebuild, replay, report, **options)
         app.options["select"] = "groups"
     elif app.fmt == "fdupes" and app.select is None:  # fdupes prints groups, as fdupes does
         app.options["select"] = "groups"
-    config = resolve(null=app.null, **options)
+    config = by_extension(resolve(null=app.null, **options), list(paths))
     if replay:
-        if paths or report:
-            raise click.UsageError("--replay reads saved pairs: give no PATH" + (" and no --report" if report else ""))
+        if paths or report or config.deduped:
+            raise click.UsageError("--replay reads saved pairs: give no PATH" + (" and no --report" if report else "")
+                                   + (" and no --write-deduped (it needs the documents)" if config.deduped else ""))
         results = Results.of_saved(replay, options["threshold"], config.cluster, config.references, log)
         app.last = "cluster" if app.select not in (None, "pairs") else "verify"
         app.start_output({"replay": replay, "threshold": results.params["threshold"]})
         ctx.exit(app.report(results))
     if not paths:
         raise click.UsageError("give at least one PATH (a file, a folder, or - for paths on stdin), or --replay")
-    if config.source.jsonl and app.select == "script":
+    if config.source.records and app.select == "script":
         raise InputError(JSONL_SCRIPT)
     pipeline_run.check_inputs(list(paths))
     if config.deduped:
@@ -366,7 +368,7 @@ def inspect(ctx, paths, unit, k, whitespace, strip_punct, **source):
                        f"{plural(dead, 'stored row')} of removed or changed documents; "
                        f"reported up to run {manifest.reported or 0}"
                        + ("; an index (parameters fixed)" if manifest.index else ""))
-            if (line := formats_line(pipeline.shingle.load_catalog(work, record), record.source.jsonl)):
+            if (line := formats_line(pipeline.shingle.load_catalog(work, record), record.source.records)):
                 click.echo(line)
         elif "stats" in stored:
             click.echo("  " + ", ".join(f"{k} {v}" for k, v in sorted(stored["stats"].items())))

@@ -28,7 +28,7 @@ from ..pipeline.shingle import load_docs
 from ..store.manifest import ShingleRecord
 from ..store.workdir import WorkDir
 from ..text import corpus
-from ..text.inputs import under
+from ..text.inputs import parquet_files, under
 from ..wording import plural
 
 REMOVED = "removed.jsonl"
@@ -116,16 +116,20 @@ def write(work: WorkDir, params: DedupedParams, log: Callable[[str], None]) -> W
             base = _common_folder([os.path.join(cwd, p) for p in inputs if p != "-"])
             for path in inputs:
                 source, name = _jsonl_source(work, cwd, path, base)
-                target = os.path.join(staging, name)
-                os.makedirs(os.path.dirname(target), exist_ok=True)
-                with open(target, "wb") as f:
+                with open(_target(staging, name), "wb") as f:
                     kept += corpus.copy_jsonl(source, f, drop.__contains__, record.source.id_field)[0]
+                shards += 1
+        elif record.source.parquet:
+            base = _common_folder([os.path.join(cwd, p) for p in inputs])
+            for source in (f for path in inputs for f in parquet_files(os.path.join(cwd, path))):
+                kept += corpus.copy_parquet(source, _target(staging, _relative(source, base)), drop.__contains__,
+                                            record.source.id_field)[0]
                 shards += 1
         else:
             shards = kept = _copy_files(load_docs(work, record), cwd, inputs, drop, staging, params.mode)
-        with open(os.path.join(staging, REMOVED), "w", encoding="utf-8", errors="surrogatepass") as f:
+        with open(os.path.join(staging, REMOVED), "w", encoding="utf-8", errors="surrogatepass") as listing:
             for row in removed:
-                f.write(json.dumps(row, ensure_ascii=False) + "\n")
+                listing.write(json.dumps(row, ensure_ascii=False) + "\n")
         _replace(staging, out)
     except OSError as e:
         shutil.rmtree(staging, ignore_errors=True)
@@ -133,10 +137,18 @@ def write(work: WorkDir, params: DedupedParams, log: Callable[[str], None]) -> W
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    what = f"{plural(shards, 'shard')}, {plural(kept, 'line')} kept" if record.source.jsonl else \
+    what = f"{plural(shards, 'shard')}, {plural(kept, 'line' if record.source.jsonl else 'row')} kept" \
+        if record.source.records else \
         plural(kept, "file") + (" linked" if params.mode == "link" else " copied")
     log(f"write-deduped: {params.folder}: {what}, {plural(len(removed), 'duplicate')} removed (listed in {REMOVED})")
     return Written(params.folder, shards, kept, len(removed))
+
+
+def _target(staging: str, name: str) -> str:
+    """The path of an output file in staging, its folders made."""
+    target = os.path.join(staging, name)
+    os.makedirs(os.path.dirname(target), exist_ok=True)
+    return target
 
 
 def _staging(out: str, kind: str) -> str:
@@ -208,8 +220,7 @@ def _copy_files(docs, cwd: str, inputs: list[str], drop: set[str], staging: str,
         if not keep:
             continue
         source = os.path.join(cwd, path)
-        target = os.path.join(staging, _relative(source, base))
-        os.makedirs(os.path.dirname(target), exist_ok=True)
+        target = _target(staging, _relative(source, base))
         if mode == "link":
             try:
                 os.link(source, target)

@@ -115,8 +115,13 @@ def record_id(line: bytes, id_field: str) -> str | None:
         return None
     if not isinstance(record, dict):
         return None
-    doc_id = record.get(id_field)
-    return None if doc_id is None or isinstance(doc_id, (dict, list)) else str(doc_id)
+    return usable_id(record.get(id_field))
+
+
+def usable_id(value) -> str | None:
+    """The id of a document whose id field or column holds value (its str), as read.read_documents names it; None
+    for none, an object or a list."""
+    return None if value is None or isinstance(value, (dict, list)) else str(value)
 
 
 def copy_jsonl(source: str, out: IO[bytes], drop: Callable[[str], bool], id_field: str) -> tuple[int, int]:
@@ -132,4 +137,67 @@ def copy_jsonl(source: str, out: IO[bytes], drop: Callable[[str], bool], id_fiel
             else:
                 w.write(line)
                 kept += 1
+    return kept, dropped
+
+
+# ------------------------------------------------------------------------------------------------ Parquet
+
+def _parquet_file(path: str):
+    pq = pyarrow_parquet(path)
+    try:
+        return pq.ParquetFile(path)
+    except OSError as e:
+        if e.errno is not None:
+            raise InputError(f"{path}: cannot read ({e.strerror})") from None
+        raise InputError(f"{path}: not a Parquet file ({str(e).splitlines()[0]})") from None
+
+
+def parquet_row_groups(path: str) -> list[int]:
+    """The number of rows of each row group of a Parquet file (from its footer alone)."""
+    metadata = _parquet_file(path).metadata
+    return [metadata.row_group(g).num_rows for g in range(metadata.num_row_groups)]
+
+
+def parquet_rows(path: str, start: int, end: int, columns: tuple[str, ...]) -> Iterator[tuple]:
+    """The values of columns (Python objects) of rows [start, end) of a Parquet file, a tuple per row, read row
+    group by row group: only the row groups that hold them, and only those columns. A column the file lacks is
+    a one-line error naming the columns it has."""
+    f = _parquet_file(path)
+    names = f.schema_arrow.names
+    if missing := [c for c in columns if c not in names]:
+        option = "--id-field" if missing[0] == columns[0] else "--text-field"
+        raise InputError(f"{path}: no column {missing[0]!r} ({option}); its columns are "
+                         f"{', '.join(map(repr, names)) or 'none'}: pass {option} with one of them")
+    first = 0
+    for g, rows in enumerate(parquet_row_groups(path)):
+        lo, hi = max(start, first), min(end, first + rows)
+        if lo < hi:
+            table = f.read_row_group(g, columns=list(columns)).slice(lo - first, hi - lo)
+            yield from zip(*(table.column(c).to_pylist() for c in columns))
+        first += rows
+        if first >= end:
+            break
+
+
+
+
+def copy_parquet(source: str, target: str, drop: Callable[[str], bool], id_field: str) -> tuple[int, int]:
+    """Write the rows of the Parquet file source whose id drop() is false to a new Parquet file target: same
+    schema (its metadata too), rows in order, one row group per input row group, the input's compression.
+    Returns (rows kept, rows dropped)."""
+    f = _parquet_file(source)
+    pa = importlib.import_module("pyarrow")
+    metadata = f.metadata
+    codec = metadata.row_group(0).column(0).compression.lower() if metadata.num_row_groups and \
+        metadata.num_columns else "snappy"
+    kept = dropped = 0
+    with pyarrow_parquet(source).ParquetWriter(target, f.schema_arrow,
+                                               compression="none" if codec == "uncompressed" else codec) as w:
+        for g in range(metadata.num_row_groups):
+            table = f.read_row_group(g)
+            keep = [(i := usable_id(v)) is None or not drop(i) for v in table.column(id_field).to_pylist()]
+            n = sum(keep)
+            kept, dropped = kept + n, dropped + len(keep) - n
+            if n:
+                w.write_table(table if n == len(keep) else table.filter(pa.array(keep)))
     return kept, dropped

@@ -21,13 +21,13 @@ import numpy as np
 
 from ..config import SourceParams
 from ..errors import InputError
-from .corpus import compression
+from .corpus import compression, parquet_row_groups
 from .read import BOMS
 
 
 class Item(NamedTuple):
-    """One unit of input: a whole file (kind "file") or lines [first_line, ...) at bytes [start, end) of a JSONL
-    file."""
+    """One unit of input: a whole file (kind "file"), lines [first_line, ...) at bytes [start, end) of a JSONL
+    file, or rows [start, end) of a Parquet file (first_line = start + 1)."""
 
     kind: str
     path: str
@@ -50,7 +50,7 @@ class PackedItems:
     strings and one array are not. Iterating gives the Items back."""
 
     def __init__(self, items: Sequence[Item]):
-        self.kinds = "".join("j" if item.kind == "jsonl" else "f" for item in items)
+        self.kinds = "".join(_KIND_LETTERS[item.kind] for item in items)
         self.paths = "\0".join([item.path for item in items])  # no path has a NUL
         self.ids = None if all(item.id == item.path for item in items) else "\0".join([item.id for item in items])
         self.numbers = np.array([item[3:] for item in items], np.int64).reshape(len(items), 6)
@@ -61,7 +61,7 @@ class PackedItems:
     def __iter__(self) -> Iterator[Item]:
         paths = self.paths.split("\0") if self.kinds else []
         ids = paths if self.ids is None else self.ids.split("\0")
-        kinds = map({"j": "jsonl", "f": "file"}.__getitem__, self.kinds)
+        kinds = map(_LETTER_KINDS.__getitem__, self.kinds)
         return map(Item._make, zip(kinds, paths, ids, *self.numbers.T.tolist()))
 
     def bytes(self) -> int:
@@ -74,6 +74,10 @@ class PackedItems:
         h.update((self.paths if self.ids is None else self.ids).encode("utf-8", "surrogatepass"))
         h.update(np.ascontiguousarray(self.numbers[:, [0, 1, 2, 3, 5]]).tobytes())
         return h.hexdigest()
+
+
+_KIND_LETTERS = {"file": "f", "jsonl": "j", "parquet": "p"}
+_LETTER_KINDS = {letter: kind for kind, letter in _KIND_LETTERS.items()}
 
 
 @dataclasses.dataclass
@@ -124,6 +128,9 @@ def list_items(args: list[str], params: SourceParams, stdin=None, spool: Callabl
     # in one folder walked without following links only a file with several hard links can come twice
     every = len(expanded) > 1 or params.follow_links
     for arg in expanded:
+        if params.parquet:
+            found.extend(_parquet_items(arg, params))
+            continue
         if params.jsonl:
             found.extend(_jsonl_items(arg, params, stdin, spool))
             continue
@@ -344,6 +351,36 @@ def _read_jsonl_file(arg: str, path: str) -> tuple[os.stat_result, bytes]:
         raise InputError(f"{arg}: cannot read ({e.strerror})") from None
 
 
+def parquet_files(arg: str) -> list[str]:
+    """The Parquet file arg, or the .parquet files below the dataset folder arg in path order (hidden ones and
+    _-prefixed ones, which Spark and Hive use for metadata and markers, left out)."""
+    if not os.path.isdir(arg):
+        return [arg]
+    files = sorted(os.path.join(top, name) for top, _, names in os.walk(arg)
+                   for name in names if name.endswith(".parquet") and not name.startswith((".", "_")))
+    if not files:
+        raise InputError(f"{arg}: no .parquet files in this folder (--parquet reads a file or a dataset folder of "
+                         f".parquet files)")
+    return files
+
+
+def _parquet_items(arg: str, params: SourceParams) -> Iterator[Item]:
+    """Row ranges of a Parquet file, or of each .parquet file below a dataset folder (in path order), each within
+    one row group and at most partition_docs rows: a task reads only its row groups' id and text columns."""
+    for path in parquet_files(arg):
+        try:
+            st = os.stat(path)
+        except OSError as e:
+            raise InputError(f"{path}: cannot read ({e.strerror})") from None
+        row = 0
+        for rows in parquet_row_groups(path):
+            for start in range(row, row + rows, params.partition_docs):
+                end = min(start + params.partition_docs, row + rows)
+                yield Item("parquet", path, f"{path}:{start + 1:012d}", st.st_size, st.st_mtime_ns, start, end,
+                           start + 1, st.st_ino)
+            row += rows
+
+
 def partition(items: Iterable[Item], params: SourceParams) -> Iterator[list[Item]]:
     """Consecutive runs of items of at most partition_docs documents and about partition_bytes bytes each, each
     given as soon as it is complete (items may be a listing still going on).
@@ -352,7 +389,7 @@ def partition(items: Iterable[Item], params: SourceParams) -> Iterator[list[Item
     current: list[Item] = []
     size = 0
     for item in items:
-        if current and (item.kind == "jsonl" or len(current) >= params.partition_docs
+        if current and (item.kind != "file" or len(current) >= params.partition_docs
                         or size + item.size > params.partition_bytes):
             yield current
             current, size = [], 0
