@@ -345,3 +345,21 @@ def test_zst_jsonl_without_zstandard_says_what_to_install(tmp_path, monkeypatch)
     r = invoke("-w", tmp_path / "w", "run", "--jsonl", shard)
     assert r.exit_code != 0 and r.stderr.strip().endswith("pip install 'nearDup[formats]'"), r.stderr
     assert len(r.stderr.strip().splitlines()) == 1 and str(shard) in r.stderr
+
+
+def test_reference_inputs_are_never_written_and_their_documents_are_the_keepers(tmp_path):
+    old = records(40, seed=14, prefix="old")
+    new = records(30, seed=15, prefix="new", pool=[r["text"].split() for r in old])
+    old_shard, new_shard = write_shards(tmp_path / "shards", "gz", [old, new], names=["old.jsonl", "new.jsonl"])
+    out = tmp_path / "out"
+    r = invoke("-w", tmp_path / "w", "run", "--jsonl", new_shard, "--reference", old_shard, *RUN,
+               "--write-deduped", out, "--print", "dupes")
+    assert r.exit_code == 0, r.stderr
+    assert sorted(os.listdir(out)) == ["new.jsonl.gz", "removed.jsonl"]
+    removed = [json.loads(line) for line in (out / "removed.jsonl").read_text().splitlines()]
+    new_ids = {rec["id"] for rec in new}
+    dropped = {row["id"] for row in removed}
+    assert dropped == set(r.stdout.split()) & new_ids and any(row["keeper"].startswith("old") for row in removed)
+    kept = [json.loads(line)["id"] for line in _decompress(out / "new.jsonl.gz").splitlines()
+            if line.startswith(b'{"id"')]
+    assert kept == [rec["id"] for rec in new if rec["id"] not in dropped]

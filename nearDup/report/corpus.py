@@ -106,7 +106,15 @@ def write(work: WorkDir, params: DedupedParams, log: Callable[[str], None]) -> W
     inputs = [p["path"] for p in record.inputs if not p["reference"]]
     check_target(params, [os.path.join(cwd, p) for p in inputs], str(work.root))
     removed = removals(work)
-    drop = {r["id"] for r in removed}
+    duplicates = {r["id"] for r in removed}
+    dropped: set[str] = set()  # the duplicates met in the shards written (not those of --reference inputs)
+
+    def drop(doc_id: str) -> bool:
+        if doc_id in duplicates:
+            dropped.add(doc_id)
+            return True
+        return False
+
     out = os.path.abspath(params.folder)
     staging = _staging(out, "new")
     shards = kept = 0
@@ -117,16 +125,17 @@ def write(work: WorkDir, params: DedupedParams, log: Callable[[str], None]) -> W
             for path in inputs:
                 source, name = _jsonl_source(work, cwd, path, base)
                 with open(_target(staging, name), "wb") as f:
-                    kept += corpus.copy_jsonl(source, f, drop.__contains__, record.source.id_field)[0]
+                    kept += corpus.copy_jsonl(source, f, drop, record.source.id_field)[0]
                 shards += 1
         elif record.source.parquet:
             base = _common_folder([os.path.join(cwd, p) for p in inputs])
             for source in (f for path in inputs for f in parquet_files(os.path.join(cwd, path))):
-                kept += corpus.copy_parquet(source, _target(staging, _relative(source, base)), drop.__contains__,
+                kept += corpus.copy_parquet(source, _target(staging, _relative(source, base)), drop,
                                             record.source.id_field)[0]
                 shards += 1
         else:
             shards = kept = _copy_files(load_docs(work, record), cwd, inputs, drop, staging, params.mode)
+        removed = [row for row in removed if row["id"] in dropped]
         with open(os.path.join(staging, REMOVED), "w", encoding="utf-8", errors="surrogatepass") as listing:
             for row in removed:
                 listing.write(json.dumps(row, ensure_ascii=False) + "\n")
@@ -202,7 +211,7 @@ def _jsonl_source(work: WorkDir, cwd: str, path: str, base: str) -> tuple[str, s
     return full, _relative(full, base)
 
 
-def _copy_files(docs, cwd: str, inputs: list[str], drop: set[str], staging: str, mode: str) -> int:
+def _copy_files(docs, cwd: str, inputs: list[str], drop: Callable[[str], bool], staging: str, mode: str) -> int:
     """Copy (or hard-link) the kept files of a folder run into staging, with their paths relative to the inputs'
     common folder; a file holding several documents (an mbox) is left out only if all of them are removed.
     Returns the files written."""
@@ -214,7 +223,7 @@ def _copy_files(docs, cwd: str, inputs: list[str], drop: set[str], staging: str,
         if docs.is_reference(doc_id):
             continue
         path = doc_id if os.path.lexists(os.path.join(cwd, doc_id)) or "#" not in doc_id else doc_id.rsplit("#", 1)[0]
-        files[path] = files.get(path, False) or doc_id not in drop
+        files[path] = not drop(doc_id) or files.get(path, False)
     written = 0
     for path, keep in sorted(files.items()):
         if not keep:
