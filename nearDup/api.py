@@ -106,7 +106,7 @@ def find_duplicates(paths: Sequence[str | os.PathLike] | None = None, *, texts: 
             paths = [paths]
         args = [os.fspath(p) for p in paths]
         config = by_extension(resolve(**options), args)
-        pipeline_run.check_inputs(args)
+        pipeline_run.check_inputs(args, config.source)
         if workdir is None:
             workdir = resources.enter_context(tempfile.TemporaryDirectory(prefix="neardup-"))
         engine = pipeline_run.Engine(jobs, scheduler, scheduler_file)
@@ -150,7 +150,7 @@ class Index:
         under paths are removed from it)."""
         args = [os.fspath(p) for p in paths]
         config = by_extension(resolve(**self.options), args)
-        pipeline_run.check_inputs(args)
+        pipeline_run.check_inputs(args, config.source)
         with contextlib.ExitStack() as resources:
             if config.deduped:
                 corpus.check_target(config.deduped, args, self.path)

@@ -363,3 +363,17 @@ def test_reference_inputs_are_never_written_and_their_documents_are_the_keepers(
     kept = [json.loads(line)["id"] for line in _decompress(out / "new.jsonl.gz").splitlines()
             if line.startswith(b'{"id"')]
     assert kept == [rec["id"] for rec in new if rec["id"] not in dropped]
+
+
+def test_a_quoted_glob_pattern_names_the_shards(tmp_path):
+    data = records(60, seed=16)
+    write_shards(tmp_path / "shards", "gz", [data[:30], data[30:]])
+    listed = invoke("-w", tmp_path / "w1", "run", "--jsonl", *sorted((tmp_path / "shards").iterdir()), *RUN,
+                    "--write-deduped", tmp_path / "listed")
+    pattern = invoke("-w", tmp_path / "w2", "run", "--jsonl", tmp_path / "shards" / "*.jsonl.gz", *RUN,
+                     "--write-deduped", tmp_path / "pattern")
+    assert listed.exit_code == pattern.exit_code == 0 and listed.stdout == pattern.stdout != ""
+    assert {k: v[0] for k, v in snapshot(tmp_path / "listed").items()} == \
+        {k: v[0] for k, v in snapshot(tmp_path / "pattern").items()}
+    r = invoke("-w", tmp_path / "w3", "run", "--jsonl", tmp_path / "none" / "*.jsonl")
+    assert r.exit_code != 0 and r.stderr.strip().endswith("no file matches this pattern")

@@ -176,7 +176,7 @@ def run(ctx, paths, groups, index, new_only, rebuild, replay, report, **options)
         raise click.UsageError("give at least one PATH (a file, a folder, or - for paths on stdin), or --replay")
     if config.source.records and app.select == "script":
         raise InputError(JSONL_SCRIPT)
-    pipeline_run.check_inputs(list(paths))
+    pipeline_run.check_inputs(list(paths), config.source)
     if config.deduped:
         deduped_corpus.check_target(config.deduped, paths)
     runner = app.open(pipeline_run.cache_workdir(list(paths), config), "run", index=bool(index))

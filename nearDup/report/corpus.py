@@ -28,7 +28,7 @@ from ..pipeline.shingle import load_docs
 from ..store.manifest import ShingleRecord
 from ..store.workdir import WorkDir
 from ..text import corpus
-from ..text.inputs import parquet_files, under
+from ..text.inputs import is_pattern, parquet_files, shards_matching, under
 from ..wording import plural
 
 REMOVED = "removed.jsonl"
@@ -49,7 +49,7 @@ def check_target(params: DedupedParams, inputs: Iterable[str], workdir: str | No
     """Refuse an OUT that is, holds or lies inside an input or the work dir, or that exists and is not a folder
     nearDup may replace (empty, or a previous output): before the run, so that no work is lost to it."""
     out = params.folder
-    paths = [p for p in inputs if p != "-"]
+    paths = [f for p in inputs if p != "-" for f in (shards_matching(p) if is_pattern(p) else [p])]
     if under(paths)(out):
         raise InputError(f"--write-deduped: {out} is an input or lies inside one; give a folder outside the inputs")
     inside_out = under([out])

@@ -9,6 +9,7 @@ import contextlib
 import dataclasses
 import fnmatch
 import functools
+import glob
 import hashlib
 import operator
 import os
@@ -123,6 +124,8 @@ def list_items(args: list[str], params: SourceParams, stdin=None, spool: Callabl
     for arg in args:
         if arg == "-" and not params.jsonl:
             expanded.extend(read_path_list(stdin if stdin is not None else sys.stdin.buffer, params.null))
+        elif params.records and is_pattern(arg):
+            expanded.extend(shards_matching(arg))
         else:
             expanded.append(arg)
     # in one folder walked without following links only a file with several hard links can come twice
@@ -161,6 +164,20 @@ def list_items(args: list[str], params: SourceParams, stdin=None, spool: Callabl
         found.sort(key=_ORDER)  # stable: of equal ids, the first found stays first
         found = [item for i, item in enumerate(found) if i == 0 or _ORDER(found[i - 1]) != _ORDER(item)]
     return Listing(found, skipped, expanded, links)
+
+
+def is_pattern(arg: str) -> bool:
+    """A JSONL or Parquet PATH that is a glob pattern ('shards/*.jsonl.gz', quoted so that the shell leaves it,
+    or too long a list for one command line), not the name of a file."""
+    return glob.has_magic(arg) and not os.path.lexists(arg)
+
+
+def shards_matching(pattern: str) -> list[str]:
+    """The files a glob pattern matches, sorted; an error if none."""
+    found = sorted(glob.glob(pattern, recursive=True))
+    if not found:
+        raise InputError(f"{pattern}: no file matches this pattern")
+    return found
 
 
 _ORDER = operator.attrgetter("id", "start")
