@@ -377,3 +377,21 @@ def test_a_quoted_glob_pattern_names_the_shards(tmp_path):
         {k: v[0] for k, v in snapshot(tmp_path / "pattern").items()}
     r = invoke("-w", tmp_path / "w3", "run", "--jsonl", tmp_path / "none" / "*.jsonl")
     assert r.exit_code != 0 and r.stderr.strip().endswith("no file matches this pattern")
+
+
+@pytest.mark.parametrize("kind", ["jsonl", "parquet"])
+def test_the_corpus_does_not_depend_on_jobs(tmp_path, kind):
+    data = records(90, seed=17)
+    if kind == "jsonl":
+        paths = ["--jsonl", *write_shards(tmp_path / "in", "gz", [data[:45], data[45:]])]
+    else:
+        pytest.importorskip("pyarrow")
+        paths = [*write_dataset(tmp_path / "in", data, [45]), "--id-field", "doc", "--text-field", "body"]
+    written = []
+    for jobs in (1, 2):
+        out = tmp_path / f"out{jobs}"
+        r = invoke("-w", tmp_path / f"w{jobs}", "-j", jobs, "run", *paths, *RUN, "--partition-docs", 10,
+                   "--write-deduped", out)
+        assert r.exit_code == 0, r.stderr
+        written.append({k: v[0] for k, v in snapshot(out).items()})
+    assert written[0] == written[1] and len(written[0]) == 3
