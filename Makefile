@@ -28,7 +28,7 @@ $(VENV)/.base: $(MADE_WITH) pyproject.toml Makefile
 	touch $@
 
 $(VENV)/.test: $(VENV)/.base
-	$(PIP) -e '.[test,dask,formats,report]'
+	$(PIP) -e '.[test,dask,formats,report,parquet]'
 	touch $@
 
 # mypy checks nearDup against the types of the packages it imports: the dask and report extras too.

@@ -14,11 +14,12 @@ import tempfile
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .config import resolve
+from .config import by_extension, resolve
 from .errors import InputError, ParameterError
 from .pipeline import run as pipeline_run
 from .pipeline.driver import Runner
 from .pipeline.index import check_query_parameters, mark_reported
+from .report import corpus
 from .report.results import Results
 from .store.workdir import WorkDir
 
@@ -92,15 +93,16 @@ def find_duplicates(paths: Sequence[str | os.PathLike] | None = None, *, texts: 
     texts (ids: their ids, default "0", "1", ...). options are those of `neardup run`, by their Python names:
     unit, k, whitespace, strip_punct, num_perm, seed, minhash, threshold, bands, rows, max_bucket, min_shingles,
     min_size, method, metric, link, keep, prefer, references, jsonl, id_field, text_field, strict, include,
-    exclude, hidden, follow_links. workdir: keep the work there (a later call with the same inputs reads only what
-    changed); default: a temporary one, removed afterwards. Raises a NearDupError (ParameterError, InputError,
-    ...) with the command line's message."""
+    exclude, hidden, follow_links, write_deduped (a folder: write the inputs minus the duplicates there, as `run
+    --write-deduped`), write_deduped_mode (copy or link). workdir: keep the work there (a later call with the same
+    inputs reads only what changed); default: a temporary one, removed afterwards. Raises a NearDupError
+    (ParameterError, InputError, ...) with the command line's message."""
     with contextlib.ExitStack() as resources:
         if texts is not None:
             if paths is not None:
                 raise ParameterError("give either paths or texts, not both")
-            if set(options) & {"jsonl", "id_field", "text_field"}:
-                raise ParameterError("texts are read as given: jsonl, id_field and text_field do not apply")
+            if set(options) & {"jsonl", "parquet", "id_field", "text_field"}:
+                raise ParameterError("texts are read as given: jsonl, parquet, id_field and text_field do not apply")
             paths = [_write_texts(texts, ids, resources.enter_context(tempfile.TemporaryDirectory()))]
             options["jsonl"] = True
         elif ids is not None:
@@ -110,13 +112,17 @@ def find_duplicates(paths: Sequence[str | os.PathLike] | None = None, *, texts: 
         if isinstance(paths, (str, os.PathLike)):  # one path, not a sequence of one-letter paths
             paths = [paths]
         args = [os.fspath(p) for p in paths]
-        config = resolve(**options)
-        pipeline_run.check_inputs(args)
+        config = by_extension(resolve(**options), args)
+        pipeline_run.check_inputs(args, config.source)
         if workdir is None:
             workdir = resources.enter_context(tempfile.TemporaryDirectory(prefix="neardup-"))
         engine = pipeline_run.Engine(jobs, scheduler, scheduler_file)
+        if config.deduped:
+            corpus.check_target(config.deduped, args, os.fspath(workdir))
         runner = pipeline_run.open_runner(os.fspath(workdir), resources, log or _LOGGER.info, engine)
         last = pipeline_run.run(runner, args, config, groups=True)
+        if config.deduped:
+            corpus.write(runner.work, config.deduped, runner.log)
         return _finish(runner, last)
 
 
@@ -149,12 +155,16 @@ class Index:
     def update(self, paths: Sequence[str | os.PathLike], *, new_only: bool = False, rebuild: bool = False) -> Result:
         """Bring the index to exactly the documents under paths: `neardup run --index DIR PATH...` (documents not
         under paths are removed from it)."""
-        config = resolve(**self.options)
         args = [os.fspath(p) for p in paths]
-        pipeline_run.check_inputs(args)
+        config = by_extension(resolve(**self.options), args)
+        pipeline_run.check_inputs(args, config.source)
         with contextlib.ExitStack() as resources:
+            if config.deduped:
+                corpus.check_target(config.deduped, args, self.path)
             runner = pipeline_run.open_runner(self.path, resources, self.log, self.engine, index=True)
             last = pipeline_run.run(runner, args, config, groups=True, rebuild=rebuild)
+            if config.deduped:
+                corpus.write(runner.work, config.deduped, runner.log)
             return _finish(runner, last, new_only)
 
     def inputs(self) -> list[str]:

@@ -65,12 +65,20 @@ class SourceParams:
     # so that work dirs, keys and cache dirs of plain-text runs stay what they were before formats existed.
     formats: tuple[str, ...] = ()
     html: str = "visible"
+    # Parquet (issue 23): each PATH is a Parquet file or a dataset folder of them. Left out at its default, as the
+    # format fields are.
+    parquet: bool = False
+
+    @property
+    def records(self) -> bool:
+        """Documents are records of files (JSONL lines, Parquet rows), not files."""
+        return self.jsonl or self.parquet
 
     def record(self) -> dict:
-        """The stored form: dataclasses.asdict without the format fields at their defaults."""
+        """The stored form: dataclasses.asdict without the format and Parquet fields at their defaults."""
         record = dataclasses.asdict(self)
         for f in dataclasses.fields(self):
-            if f.name in ("formats", "html") and record[f.name] == f.default:
+            if f.name in ("formats", "html", "parquet") and record[f.name] == f.default:
                 del record[f.name]
         return record
 
@@ -167,6 +175,18 @@ class VerifyParams:
         return _without_defaults(self, metric="jaccard")
 
 
+DEDUPED_MODES = ("copy", "link")
+
+
+@dataclasses.dataclass(frozen=True)
+class DedupedParams:
+    """--write-deduped: the folder the deduplicated corpus is written to, and how a folder's kept files get there
+    (copy, or link: hard links to the inputs, no space but the same inode)."""
+
+    folder: str
+    mode: str = "copy"
+
+
 def default_jobs() -> int:
     try:
         return len(os.sched_getaffinity(0))
@@ -245,6 +265,7 @@ class RunConfig:
     bands: int | None = None
     rows: int | None = None
     references: tuple[str, ...] = ()
+    deduped: DedupedParams | None = None  # --write-deduped
 
     def band(self, kept: BandParams | None = None) -> BandParams:
         """(b, r): as given, an index's stored choice (kept), or chosen from the threshold (choose_bands)."""
@@ -266,12 +287,15 @@ def resolve(*, unit: str = "word", k: int = 5, whitespace: str = "collapse", str
             num_perm: int = 128, seed: int = 1, minhash: str = "oph", threshold: float | None = None,
             bands: int | None = None, rows: int | None = None, max_bucket: int = 1000, min_shingles: int = 20,
             min_size: int = 0, link: str = "keeper", keep: str | None = None, prefer: str | None = None,
-            references: tuple[str, ...] | list[str] = (), jsonl: bool = False, id_field: str = "id",
+            references: tuple[str, ...] | list[str] = (), jsonl: bool = False, parquet: bool = False,
+            id_field: str = "id",
             text_field: str = "text", strict: bool = False, include: tuple[str, ...] | list[str] = (),
             exclude: tuple[str, ...] | list[str] = (), hidden: bool = False, follow_links: bool = False,
             null: bool = False, partition_docs: int = 4000, formats: tuple[str, ...] | list[str] = (),
-            html: str | None = None, method: str | None = None, metric: str | None = None) -> RunConfig:
-    """The options of `run` (the defaults are its defaults) checked and resolved into frozen parameters. Raises
+            html: str | None = None, method: str | None = None, metric: str | None = None,
+            write_deduped: str | os.PathLike | None = None, write_deduped_mode: str | None = None) -> RunConfig:
+    """The options of `run` (the defaults are its defaults) checked and resolved into frozen parameters (for
+    inputs that are all .parquet files, by_extension then sets parquet). Raises
     ParameterError with the command line's message for a bad value; explicit --bands/--rows are checked against
     --num-perm here, before any work dir is made."""
     metric = metric or VerifyParams.metric  # None: the default, as the command line gives it when not set
@@ -299,11 +323,18 @@ def resolve(*, unit: str = "word", k: int = 5, whitespace: str = "collapse", str
     if threshold is not None and (isinstance(threshold, bool) or not isinstance(threshold, (int, float))
                                   or not 0 < threshold <= 1):  # nan fails both comparisons
         raise ParameterError(f"--threshold: {threshold!r} is not in the range 0<x<=1")
+    if jsonl and parquet:
+        raise ParameterError("--jsonl and --parquet: give one of them (PATHs of one kind)")
+    write_deduped_mode = write_deduped_mode or DEDUPED_MODES[0]
+    if write_deduped_mode not in DEDUPED_MODES:
+        raise ParameterError(f"--write-deduped-mode: {write_deduped_mode!r} is not one of {', '.join(DEDUPED_MODES)}")
+    if write_deduped is not None and not os.fspath(write_deduped):
+        raise ParameterError("--write-deduped: give the folder to write the deduplicated corpus to")
     keeper_rules = keeper_order(keep, prefer)
     if bands or rows:  # too many for num_perm
         choose_bands(num_perm, threshold, bands, rows)
     return RunConfig(
-        source=SourceParams(jsonl=jsonl, id_field=id_field, text_field=text_field, strict=strict,
+        source=SourceParams(jsonl=jsonl, parquet=parquet, id_field=id_field, text_field=text_field, strict=strict,
                             include=_strings(include), exclude=_strings(exclude), hidden=hidden,
                             follow_links=follow_links, null=null, partition_docs=partition_docs,
                             formats=tuple(f for f in DOCUMENT_FORMATS if f in formats),  # fingerprinted: one order
@@ -314,7 +345,16 @@ def resolve(*, unit: str = "word", k: int = 5, whitespace: str = "collapse", str
                                    None if method == "lsh" else threshold_or_default(threshold), metric),
         verify=VerifyParams(threshold_or_default(threshold), metric),
         cluster=ClusterParams(link, keeper_rules, prefer),
-        threshold=threshold, bands=bands, rows=rows, references=_strings(references))
+        threshold=threshold, bands=bands, rows=rows, references=_strings(references),
+        deduped=None if write_deduped is None else DedupedParams(os.fspath(write_deduped), write_deduped_mode))
+
+
+def by_extension(config: RunConfig, paths: list[str]) -> RunConfig:
+    """Parquet inputs known by their names: without --jsonl or --parquet, PATHs that all end with .parquet are
+    read as Parquet."""
+    if config.source.records or not paths or not all(p.endswith(".parquet") for p in paths):
+        return config
+    return dataclasses.replace(config, source=dataclasses.replace(config.source, parquet=True))
 
 
 def _strings(values: str | tuple[str, ...] | list[str]) -> tuple[str, ...]:

@@ -10,10 +10,12 @@ from click.core import ParameterSource
 
 from .. import pipeline
 from ..config import (
+    DEDUPED_MODES,
     CandidateParams,
     SignatureParams,
     VerifyParams,
     banding_threshold,
+    by_extension,
     choose_bands,
     resolve,
     threshold_or_default,
@@ -25,6 +27,7 @@ from ..pipeline.band import describe_bands
 from ..pipeline.driver import chain
 from ..pipeline.index import check_query_parameters
 from ..pipeline.results import inherited_threshold, resolved_params
+from ..report import corpus as deduped_corpus
 from ..report.results import JSONL_SCRIPT, Results
 from ..store.manifest import ShingleRecord
 from ..store.workdir import WorkDir
@@ -144,6 +147,12 @@ def cluster(ctx, link, keep, prefer):
 @click.option("--new-only", is_flag=True, help="Report only pairs and groups that involve a document added or "
                                                "changed since the last run that reported.")
 @click.option("--rebuild", is_flag=True, help="Rebuild the index with this run's parameters.")
+@click.option("--write-deduped", type=click.Path(file_okay=False), metavar="OUT",
+              help="Also write the inputs minus the duplicates to the folder OUT, in their format and sharding, "
+                   "with OUT/removed.jsonl (id, keeper, Jaccard); a folder's kept files are copied.")
+@click.option("--write-deduped-mode", type=click.Choice(DEDUPED_MODES),
+              help="How a folder's kept files get into OUT: copy, or link (hard links to the inputs) "
+                   "[default: copy].")
 @click.option("--replay", type=click.Path(dir_okay=False), metavar="PAIRS.jsonl",
               help="Re-filter, re-group and re-print saved pairs (jsonl output, or a work dir's "
                    "verify/KEY.pairs.jsonl) without reading any document.")
@@ -163,25 +172,33 @@ def run(ctx, paths, groups, index, new_only, rebuild, replay, report, **options)
         app.options["select"] = "groups"
     elif app.fmt == "fdupes" and app.select is None:  # fdupes prints groups, as fdupes does
         app.options["select"] = "groups"
-    config = resolve(null=app.null, **options)
+    config = by_extension(resolve(null=app.null, **options), list(paths))
     if replay:
-        if paths or report:
-            raise click.UsageError("--replay reads saved pairs: give no PATH" + (" and no --report" if report else ""))
+        if paths or report or config.deduped:
+            raise click.UsageError("--replay reads saved pairs: give no PATH" + (" and no --report" if report else "")
+                                   + (" and no --write-deduped (it needs the documents)" if config.deduped else ""))
         results = Results.of_saved(replay, options["threshold"], config.cluster, config.references, log)
         app.last = "cluster" if app.select not in (None, "pairs") else "verify"
         app.start_output({"replay": replay, "threshold": results.params["threshold"]})
         ctx.exit(app.report(results))
     if not paths:
         raise click.UsageError("give at least one PATH (a file, a folder, or - for paths on stdin), or --replay")
-    if config.source.jsonl and app.select == "script":
+    if config.source.records and app.select == "script":
         raise InputError(JSONL_SCRIPT)
-    pipeline_run.check_inputs(list(paths))
+    pipeline_run.check_inputs(list(paths), config.source)
+    if config.deduped:
+        deduped_corpus.check_target(config.deduped, paths)
     runner = app.open(pipeline_run.cache_workdir(list(paths), config), "run", index=bool(index))
+    if config.deduped:
+        deduped_corpus.check_target(config.deduped, paths, str(runner.work.root))
     if app.workdir is None:
         pipeline_run.used_cache(runner, list(paths))
         app.cached = True
-    app.last = pipeline_run.run(runner, list(paths), config, rebuild=rebuild,
-                                groups=(app.select or "pairs") != "pairs" or app.reference_only)
+    groups = (app.select or "pairs") != "pairs" or app.reference_only
+    last = pipeline_run.run(runner, list(paths), config, rebuild=rebuild, groups=groups or bool(config.deduped))
+    app.last = last if groups else "verify"  # the groups of --write-deduped do not change what is printed
+    if config.deduped:
+        deduped_corpus.write(runner.work, config.deduped, log)
     if report:
         write_run_report(runner, None if app.last == "cluster" else config.cluster, report)
 
@@ -360,7 +377,7 @@ def inspect(ctx, paths, unit, k, whitespace, strip_punct, **source):
                        f"{plural(dead, 'stored row')} of removed or changed documents; "
                        f"reported up to run {manifest.reported or 0}"
                        + ("; an index (parameters fixed)" if manifest.index else ""))
-            if (line := formats_line(pipeline.shingle.load_catalog(work, record), record.source.jsonl)):
+            if (line := formats_line(pipeline.shingle.load_catalog(work, record), record.source.records)):
                 click.echo(line)
         elif "stats" in stored:
             click.echo("  " + ", ".join(f"{k} {v}" for k, v in sorted(stored["stats"].items())))

@@ -130,10 +130,14 @@ def _options(*decorators):
 
 
 source_options = _options(
-    click.option("--jsonl", is_flag=True, help="Each PATH is a JSONL file (.gz allowed; - for stdin) of records."),
-    click.option("--id-field", default=SOURCE_DEFAULTS.id_field, show_default=True, help="JSONL field of the id."),
+    click.option("--jsonl", is_flag=True,
+                 help="Each PATH is a JSONL file (.gz, .zst, .bz2, .xz allowed; - for stdin) of records."),
+    click.option("--parquet", is_flag=True, help="Each PATH is a Parquet file or a dataset folder of .parquet "
+                                                 "files (PATHs all ending in .parquet are read so without it)."),
+    click.option("--id-field", default=SOURCE_DEFAULTS.id_field, show_default=True,
+                 help="JSONL field (Parquet column) of the id."),
     click.option("--text-field", default=SOURCE_DEFAULTS.text_field, show_default=True,
-                 help="JSONL field of the text."),
+                 help="JSONL field (Parquet column) of the text."),
     click.option("--strict", is_flag=True, help="Stop at a malformed JSONL line instead of skipping it."),
     click.option("--include", multiple=True, metavar="GLOB", help="Only files whose name or relative path matches."),
     click.option("--exclude", multiple=True, metavar="GLOB", help="Skip files whose name or relative path matches."),

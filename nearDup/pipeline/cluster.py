@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -46,19 +47,8 @@ def run(runner: Runner, params: ClusterParams) -> ClusterRecord:
     entries = verified_entries(work)
     edges = class_edges(entries)  # copies as stars of their first document: the components of every pair
     anchors = {b["anchor"] for b in work.load_jsonl(work.current("candidates", "large_buckets.jsonl"), "candidates")}
-    starts = part_starts(shingle_record)
-    shingles = PartitionArrays(work, "shingle", ("values.npy", "offsets.npy"),  # mapped once for every call
-                               shingle_record.shard_numbers)
-
     contained = upstream.params.metric == "containment"
-
-    def similarity(a, b):  # Jaccard, or (containment) how much of b is in a: a member's share in its keeper
-        out = []
-        for lo in range(0, len(a), VERIFY_CHUNK):
-            inter, la, lb = set_overlap(shingles, starts, a[lo:lo + VERIFY_CHUNK], b[lo:lo + VERIFY_CHUNK])
-            out.append(containment(inter, lb) if contained else sets.jaccard(inter, la, lb))
-        return np.concatenate(out) if out else np.empty(0)
-
+    similarity = stored_similarity(work, shingle_record, contained)
     rules = KeeperRules.parse(",".join(params.keep), params.prefer)
     weights = work.load_array(work.current("verify", "scores.npy"), "verify")[:, 0]  # (Jaccard, estimate) per entry
     records: Records = docs
@@ -105,6 +95,23 @@ def _as_containment(group: dict) -> dict:
     rest = {k: v for k, v in group.items() if k not in ("members", "min_jaccard", "max_jaccard", "pairwise")}
     return {**rest, "members": members, "min_containment": min(shares), "max_containment": max(shares),
             "pairwise": "members in the keeper"}
+
+
+def stored_similarity(work: WorkDir, shingle_record: ShingleRecord,
+                      contained: bool = False) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
+    """similarity(a, b): the exact Jaccard of the stored documents a[i] and b[i] (global numbers), pairwise, in
+    chunks of VERIFY_CHUNK pairs; or (contained) how much of b[i] is in a[i]: a member's share in its keeper."""
+    starts = part_starts(shingle_record)
+    shingles = PartitionArrays(work, "shingle", ("values.npy", "offsets.npy"),  # mapped once for every call
+                               shingle_record.shard_numbers)
+
+    def similarity(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        out = []
+        for lo in range(0, len(a), VERIFY_CHUNK):
+            inter, la, lb = set_overlap(shingles, starts, a[lo:lo + VERIFY_CHUNK], b[lo:lo + VERIFY_CHUNK])
+            out.append(containment(inter, lb) if contained else sets.jaccard(inter, la, lb))
+        return np.concatenate(out) if out else np.empty(0)
+    return similarity
 
 
 def _cluster_summary(record: ClusterRecord) -> str:

@@ -60,7 +60,7 @@ def inherited_threshold(work: WorkDir, given: float | None) -> float:
     return threshold_or_default(given, record.params.threshold if record else None)
 
 
-HEADER_SOURCE = ("jsonl", "id_field", "text_field", "strict", "include", "exclude", "hidden", "follow_links")
+HEADER_SOURCE = ("jsonl", "parquet", "id_field", "text_field", "strict", "include", "exclude", "hidden", "follow_links")
 
 
 def resolved_params(work: WorkDir, upto: str | None) -> dict:

@@ -7,11 +7,12 @@ import os
 from collections.abc import Callable
 from contextlib import ExitStack
 
-from ..config import RunConfig
+from ..config import RunConfig, SourceParams
 from ..engine import make_engine
 from ..errors import InputError, NearDupError
 from ..store.cache import absolute, default_workdir, record_use
 from ..store.workdir import WorkDir
+from ..text.inputs import is_pattern, shards_matching
 from . import band, candidates, cluster, shingle, signature, verify
 from . import query as query_stage
 from .driver import Runner
@@ -49,12 +50,15 @@ def open_runner(path: str, resources: ExitStack, log: Callable[[str], None], eng
     return Runner(work, started, log)
 
 
-def check_inputs(paths: list[str]) -> None:
-    """Every input exists (before a cache work dir is made for them)."""
+def check_inputs(paths: list[str], source: SourceParams | None = None) -> None:
+    """Every input exists, or is a glob pattern that matches a file, for JSONL or Parquet shards (before a cache
+    work dir is made for them)."""
     if not paths:
         raise InputError("give at least one PATH (a file, a folder, or - for paths on stdin)")
     for path in paths:
-        if path != "-" and not os.path.exists(path):
+        if source is not None and source.records and is_pattern(path):
+            shards_matching(path)
+        elif path != "-" and not os.path.exists(path):
             raise InputError(f"{path}: no such file or directory")
 
 

@@ -84,7 +84,7 @@ SKIPPED_WHY = {"special": " (FIFO, socket, device)", SAME_FILE: " (same file)"}
 def shingle_content(params: ShingleParams, source: SourceParams) -> dict:
     """What decides a shard's bytes: shingle parameters and how records are read (an index keeps them fixed)."""
     formats = {k: list(v) if isinstance(v, tuple) else v for k, v in source.record().items()
-               if k in ("formats", "html")}  # only when not the defaults: plain-text keys stay as they were
+               if k in ("formats", "html", "parquet")}  # only when not the defaults: keys stay as they were
     return {"params": asdict(params), "jsonl": source.jsonl, "id_field": source.id_field,
             "text_field": source.text_field, "strict": source.strict, **formats}
 
@@ -159,7 +159,7 @@ def run(runner: Runner, args: list[str], source: SourceParams, params: ShinglePa
                            shard_bytes=kept.bytes, run=this_run, next_shard=next_shard + len(new.parts),
                            files=_files(work, "shingle", key, CATALOG, *([BINARY] if binary else [])),
                            stats=ShingleStats.from_json(totals), links=listing.links or None)
-    _check_documents(runner, record, params, args, listing.items if source.jsonl else ())
+    _check_documents(runner, record, params, args, listing.items if source.records else ())
     work.record_stage("shingle", record)
     runner.log(f"shingle: {_shingle_summary(record)}" + (f"; {reused} of {plural(len(new.parts), 'new partition')} "
                                                           "reused from an interrupted run" if reused else ""))
@@ -332,7 +332,7 @@ def _check_documents(runner: Runner, record: ShingleRecord, params: ShingleParam
     if "short" in stats.rest and stats.docs == stats.count("short"):
         raise InputError(f"{where}: no document is long enough for one {params.k}-{params.unit} shingle; "
                          f"lower -k or use --unit char")
-    if source.jsonl:
+    if source.records:
         catalog = load_catalog(runner.work, record)
         ids = [catalog.ids[n] for n in np.flatnonzero(catalog.live)]
         if len(set(ids)) != len(ids):

@@ -104,7 +104,7 @@ class Selection:
 
 def select(results: Results, what: str, reference_only: bool = False) -> Selection:
     """The selection `what` of the results (groups computed only when asked for or --reference-only)."""
-    if what == "script" and results.params.get("jsonl"):
+    if what == "script" and (results.params.get("jsonl") or results.params.get("parquet")):
         raise InputError(JSONL_SCRIPT)
     all_groups = results.groups() if what != "pairs" or reference_only else None
     groups = all_groups

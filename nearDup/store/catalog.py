@@ -25,7 +25,7 @@ def item_digest(item: Item) -> str:
     """What a catalog row keeps of the item it came from: for a JSONL range, a short digest of its fingerprint
     (path, size, mtime, inode, byte range), how it is known unchanged without reading it; nothing for a file,
     which is matched by its id, size, mtime and inode columns."""
-    if item.kind != "jsonl":
+    if item.kind == "file":
         return ""
     text = "\0".join(map(str, item.fingerprint()))
     return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
@@ -195,7 +195,7 @@ def plan(stored: Catalog, items: list[Item], source: SourceParams) -> Plan:
     sizes, mtimes, inodes = (stored[f].tolist() for f in ("size", "mtime_ns", "inode"))
     changed = []
     n: int | None  # a row number, or None where a lookup found none
-    if source.jsonl:
+    if source.records:
         by_item: dict[str, list[int]] = {}
         for n in np.flatnonzero(was_live).tolist():
             by_item.setdefault(stored["item"][n], []).append(n)
@@ -229,7 +229,7 @@ def plan(stored: Catalog, items: list[Item], source: SourceParams) -> Plan:
         released_sizes = {sizes[n] for n in released}
         released_ids = {ids[n]: n for n in released}
         for item in changed:
-            if item.kind == "jsonl" or item.id in released_ids or item.size in released_sizes:
+            if item.kind != "file" or item.id in released_ids or item.size in released_sizes:
                 found.extend((item, doc_id, sha) for doc_id, sha in content_hashes(item, source))
         by_sha: dict[str, list[int]] = {}
         for n in released:
@@ -262,7 +262,7 @@ def plan(stored: Catalog, items: list[Item], source: SourceParams) -> Plan:
         if item.id not in read:
             result.todo.append((item, None))
         elif item.id in wanted:
-            result.todo.append((item, frozenset(wanted[item.id]) if item.kind == "jsonl" else None))
+            result.todo.append((item, frozenset(wanted[item.id]) if item.kind != "file" else None))
     result.catalog = Catalog({**result.catalog.columns, "live": live.astype(np.int64)})
     return result
 

@@ -58,7 +58,6 @@ import dataclasses
 import datetime
 import errno
 import fcntl
-import gzip
 import json
 import mmap as mmap_module
 import os
@@ -76,6 +75,7 @@ import numpy as np
 
 from .. import __version__
 from ..errors import WorkDirError
+from ..text.corpus import COMPRESSIONS, copy_decompressed
 from .manifest import STAGES, Manifest, StageRecord, load
 
 # json.dumps(record, ensure_ascii=False, sort_keys=True), without building an encoder for every record
@@ -477,7 +477,8 @@ class WorkDir:
         self.save_json(self.part(stage, index, "done.json"), {"key": key, "files": files, **stats})
 
     def spool(self, name: str, stream, encoding: str | None = None) -> str:
-        """Copy JSONL from stdin or a .gz file to inputs/, once per content (stdin) or file version (.gz).
+        """Copy JSONL from stdin or a compressed file (.gz, .zst, .bz2, .xz: text.corpus) to inputs/, once per
+        content (stdin) or file version (compressed), decompressed.
         encoding: the file name is in UTF-16 or UTF-32 (with a BOM): copy it as UTF-8 (JSONL items are cut at
         newline bytes), once per file version; a file already in inputs/ is replaced by its UTF-8 copy."""
         folder = self.root / "inputs"
@@ -496,10 +497,11 @@ class WorkDir:
                 shutil.copyfileobj(stream if stream is not None else sys.stdin.buffer, out)
             return str(folder / "stdin.jsonl")
         st = os.stat(name)
-        target = folder / f"{Path(name).name[:-3]}.{st.st_size}.{st.st_mtime_ns}"
+        suffix = next(end for end in COMPRESSIONS if name.endswith(end))
+        target = folder / f"{Path(name).name[:-len(suffix)]}.{st.st_size}.{st.st_mtime_ns}"
         if not target.exists():
-            with gzip.open(name, "rb") as src, atomic_file(target) as out:
-                shutil.copyfileobj(src, out, 1 << 20)
+            with atomic_file(target) as out:
+                copy_decompressed(name, out)
         return str(target)
 
     # ------------------------------------------------------------------------------------------------ lock

@@ -9,6 +9,7 @@ import contextlib
 import dataclasses
 import fnmatch
 import functools
+import glob
 import hashlib
 import operator
 import os
@@ -21,12 +22,13 @@ import numpy as np
 
 from ..config import SourceParams
 from ..errors import InputError
+from .corpus import compression, parquet_row_groups
 from .read import BOMS
 
 
 class Item(NamedTuple):
-    """One unit of input: a whole file (kind "file") or lines [first_line, ...) at bytes [start, end) of a JSONL
-    file."""
+    """One unit of input: a whole file (kind "file"), lines [first_line, ...) at bytes [start, end) of a JSONL
+    file, or rows [start, end) of a Parquet file (first_line = start + 1)."""
 
     kind: str
     path: str
@@ -49,7 +51,7 @@ class PackedItems:
     strings and one array are not. Iterating gives the Items back."""
 
     def __init__(self, items: Sequence[Item]):
-        self.kinds = "".join("j" if item.kind == "jsonl" else "f" for item in items)
+        self.kinds = "".join(_KIND_LETTERS[item.kind] for item in items)
         self.paths = "\0".join([item.path for item in items])  # no path has a NUL
         self.ids = None if all(item.id == item.path for item in items) else "\0".join([item.id for item in items])
         self.numbers = np.array([item[3:] for item in items], np.int64).reshape(len(items), 6)
@@ -60,7 +62,7 @@ class PackedItems:
     def __iter__(self) -> Iterator[Item]:
         paths = self.paths.split("\0") if self.kinds else []
         ids = paths if self.ids is None else self.ids.split("\0")
-        kinds = map({"j": "jsonl", "f": "file"}.__getitem__, self.kinds)
+        kinds = map(_LETTER_KINDS.__getitem__, self.kinds)
         return map(Item._make, zip(kinds, paths, ids, *self.numbers.T.tolist()))
 
     def bytes(self) -> int:
@@ -73,6 +75,10 @@ class PackedItems:
         h.update((self.paths if self.ids is None else self.ids).encode("utf-8", "surrogatepass"))
         h.update(np.ascontiguousarray(self.numbers[:, [0, 1, 2, 3, 5]]).tobytes())
         return h.hexdigest()
+
+
+_KIND_LETTERS = {"file": "f", "jsonl": "j", "parquet": "p"}
+_LETTER_KINDS = {letter: kind for kind, letter in _KIND_LETTERS.items()}
 
 
 @dataclasses.dataclass
@@ -118,11 +124,16 @@ def list_items(args: list[str], params: SourceParams, stdin=None, spool: Callabl
     for arg in args:
         if arg == "-" and not params.jsonl:
             expanded.extend(read_path_list(stdin if stdin is not None else sys.stdin.buffer, params.null))
+        elif params.records and is_pattern(arg):
+            expanded.extend(shards_matching(arg))
         else:
             expanded.append(arg)
     # in one folder walked without following links only a file with several hard links can come twice
     every = len(expanded) > 1 or params.follow_links
     for arg in expanded:
+        if params.parquet:
+            found.extend(_parquet_items(arg, params))
+            continue
         if params.jsonl:
             found.extend(_jsonl_items(arg, params, stdin, spool))
             continue
@@ -153,6 +164,20 @@ def list_items(args: list[str], params: SourceParams, stdin=None, spool: Callabl
         found.sort(key=_ORDER)  # stable: of equal ids, the first found stays first
         found = [item for i, item in enumerate(found) if i == 0 or _ORDER(found[i - 1]) != _ORDER(item)]
     return Listing(found, skipped, expanded, links)
+
+
+def is_pattern(arg: str) -> bool:
+    """A JSONL or Parquet PATH that is a glob pattern ('shards/*.jsonl.gz', quoted so that the shell leaves it,
+    or too long a list for one command line), not the name of a file."""
+    return glob.has_magic(arg) and not os.path.lexists(arg)
+
+
+def shards_matching(pattern: str) -> list[str]:
+    """The files a glob pattern matches, sorted; an error if none."""
+    found = sorted(glob.glob(pattern, recursive=True))
+    if not found:
+        raise InputError(f"{pattern}: no file matches this pattern")
+    return found
 
 
 _ORDER = operator.attrgetter("id", "start")
@@ -293,18 +318,18 @@ def _dir_identity(path: str) -> tuple[int, int]:
 def _jsonl_items(arg: str, params: SourceParams, stdin, spool) -> Iterator[Item]:
     """Byte ranges of whole lines of a JSONL file, each at most partition_docs lines and partition_bytes bytes.
 
-    Standard input and .gz files are first spooled to a plain file in the work dir (spool), so that partitions
-    can be read in parallel by seeking."""
+    Standard input and compressed files (.gz, .zst, .bz2, .xz) are first spooled to a plain file in the work dir
+    (spool), so that partitions can be read in parallel by seeking."""
     label = arg
-    if arg == "-" or arg.endswith(".gz"):
+    if arg == "-" or compression(arg):
         if spool is None:
-            raise InputError(f"{arg}: JSONL from stdin or .gz needs a work dir")
+            raise InputError(f"{arg}: JSONL from stdin or compressed needs a work dir")
         try:
             path = spool(arg, stdin)
         except OSError as e:
             raise InputError(f"{arg}: cannot read ({e.strerror})") from None
         except EOFError:
-            raise InputError(f"{arg}: truncated or corrupt gzip file") from None
+            raise InputError(f"{arg}: truncated or corrupt {compression(arg)} file") from None
     else:
         path = arg
     st, data = _read_jsonl_file(arg, path)
@@ -343,6 +368,36 @@ def _read_jsonl_file(arg: str, path: str) -> tuple[os.stat_result, bytes]:
         raise InputError(f"{arg}: cannot read ({e.strerror})") from None
 
 
+def parquet_files(arg: str) -> list[str]:
+    """The Parquet file arg, or the .parquet files below the dataset folder arg in path order (hidden ones and
+    _-prefixed ones, which Spark and Hive use for metadata and markers, left out)."""
+    if not os.path.isdir(arg):
+        return [arg]
+    files = sorted(os.path.join(top, name) for top, _, names in os.walk(arg)
+                   for name in names if name.endswith(".parquet") and not name.startswith((".", "_")))
+    if not files:
+        raise InputError(f"{arg}: no .parquet files in this folder (--parquet reads a file or a dataset folder of "
+                         f".parquet files)")
+    return files
+
+
+def _parquet_items(arg: str, params: SourceParams) -> Iterator[Item]:
+    """Row ranges of a Parquet file, or of each .parquet file below a dataset folder (in path order), each within
+    one row group and at most partition_docs rows: a task reads only its row groups' id and text columns."""
+    for path in parquet_files(arg):
+        try:
+            st = os.stat(path)
+        except OSError as e:
+            raise InputError(f"{path}: cannot read ({e.strerror})") from None
+        row = 0
+        for rows in parquet_row_groups(path):
+            for start in range(row, row + rows, params.partition_docs):
+                end = min(start + params.partition_docs, row + rows)
+                yield Item("parquet", path, f"{path}:{start + 1:012d}", st.st_size, st.st_mtime_ns, start, end,
+                           start + 1, st.st_ino)
+            row += rows
+
+
 def partition(items: Iterable[Item], params: SourceParams) -> Iterator[list[Item]]:
     """Consecutive runs of items of at most partition_docs documents and about partition_bytes bytes each, each
     given as soon as it is complete (items may be a listing still going on).
@@ -351,7 +406,7 @@ def partition(items: Iterable[Item], params: SourceParams) -> Iterator[list[Item
     current: list[Item] = []
     size = 0
     for item in items:
-        if current and (item.kind == "jsonl" or len(current) >= params.partition_docs
+        if current and (item.kind != "file" or len(current) >= params.partition_docs
                         or size + item.size > params.partition_bytes):
             yield current
             current, size = [], 0

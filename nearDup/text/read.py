@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from ..config import SourceParams
 from ..errors import InputError
 from ..wording import plural
+from .corpus import parquet_rows, usable_id
 from .normalise import WORD_RUN
 
 if TYPE_CHECKING:
@@ -103,6 +104,10 @@ def _read_items(items: Iterable[Item], params: SourceParams, problems: dict, cwd
             for doc in _read_jsonl(item, path, params, problems):
                 yield item, doc
             continue
+        if item.kind == "parquet":
+            for doc in _read_parquet(item, path, params, problems):
+                yield item, doc
+            continue
         if item.size > STREAM_BYTES:
             try:
                 with open(path, "rb") as f:
@@ -151,8 +156,9 @@ def stdin_document(stdin=None) -> Document | None:
 def content_hashes(item: Item, params: SourceParams) -> Iterator[tuple[str, str]]:
     """(id, sha) of each document of an item, as read_documents would give them, without decoding files: how an
     index recognises an unchanged or renamed document before shingling it. Unreadable items give nothing."""
-    if item.kind == "jsonl":
-        for doc in _read_jsonl(item, item.path, dataclasses.replace(params, strict=False), {}):
+    if item.kind != "file":
+        read = _read_jsonl if item.kind == "jsonl" else _read_parquet
+        for doc in read(item, item.path, dataclasses.replace(params, strict=False), {}):
             yield doc.id, doc.sha
         return
     digest = hashlib.blake2b(digest_size=16)
@@ -245,17 +251,34 @@ def _read_jsonl(item: Item, path: str, params: SourceParams, problems: dict) -> 
         except ValueError as e:
             yield from _bad_line(problems, params, f"{where}: not a JSON object ({str(e).splitlines()[0]})")
             continue
-        doc_id, text = record.get(params.id_field), record.get(params.text_field)
-        if doc_id is None or isinstance(doc_id, (dict, list)):
-            yield from _bad_line(problems, params, f"{where}: no usable id field {params.id_field!r}")
-            continue
-        if not isinstance(text, str):
-            what = "no" if text is None else "a non-string"
-            yield from _bad_line(problems, params, f"{where}: {what} text field {params.text_field!r}")
-            continue
-        raw = text.encode("utf-8", "surrogatepass")
-        yield Document(str(doc_id), text, len(raw), item.mtime_ns, hashlib.blake2b(raw, digest_size=16).hexdigest(),
-                       False)
+        doc = _record(item, where, record.get(params.id_field), record.get(params.text_field), "field", params,
+                      problems)
+        if doc is not None:
+            yield doc
+
+
+def _read_parquet(item: Item, path: str, params: SourceParams, problems: dict) -> Iterator[Document]:
+    """The documents of rows [item.start, item.end) of a Parquet file, read as JSONL records are."""
+    for number, (value, text) in enumerate(parquet_rows(path, item.start, item.end,
+                                                        (params.id_field, params.text_field)), start=item.first_line):
+        doc = _record(item, f"{item.path}: row {number}", value, text, "column", params, problems)
+        if doc is not None:
+            yield doc
+
+
+def _record(item: Item, where: str, value, text, what: str, params: SourceParams, problems: dict) -> Document | None:
+    """The document of a record (a JSONL line's fields, a Parquet row's columns), or None and a bad line counted
+    (an error with --strict) when it has no usable id (corpus.usable_id) or no string text."""
+    doc_id = usable_id(value)
+    if doc_id is None:
+        _bad_line(problems, params, f"{where}: no usable id {what} {params.id_field!r}")
+        return None
+    if not isinstance(text, str):
+        missing = "no" if text is None else "a non-string"
+        _bad_line(problems, params, f"{where}: {missing} text {what} {params.text_field!r}")
+        return None
+    raw = text.encode("utf-8", "surrogatepass")
+    return Document(doc_id, text, len(raw), item.mtime_ns, hashlib.blake2b(raw, digest_size=16).hexdigest(), False)
 
 
 def first_record_fields(item: Item) -> list[str] | None:
