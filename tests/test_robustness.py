@@ -87,9 +87,12 @@ def test_a_200_mb_file_is_streamed_in_bounded_memory(tmp_path):
         for _ in range(200 * (1 << 20) // len(block) + 1):
             f.write(block)
     (d / "excerpt.txt").write_bytes(block)
-    code = ("import resource, sys; from nearDup.cli import cli; "
+    # VmHWM, the peak of this process's own memory: its ru_maxrss also counts pytest's size when it was spawned
+    # (Linux records the old memory's peak at exec), which grows with the tests run before this one
+    code = ("import sys; from nearDup.cli import cli; "
             "rc = cli.main(sys.argv[1:], standalone_mode=False); "
-            "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr); sys.exit(rc)")
+            "print(next(line.split()[1] for line in open('/proc/self/status') if line.startswith('VmHWM:')), "
+            "file=sys.stderr); sys.exit(rc)")
     r = subprocess.run([sys.executable, "-c", code, "-w", str(tmp_path / "w"), "run", str(d), "-t", "0.1",
                         "--jobs", "1"], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
