@@ -104,7 +104,7 @@ def test_estimated_recall_hand_computed_with_copies(tmp_path):
     for name, text in {"a1.txt": words, "a2.txt": words, "a3.txt": words, "b.txt": edited, "c.txt": other,
                        "d.txt": other_edit}.items():
         (docs / name).write_text(" ".join(text), encoding="utf-8")
-    t, bands, rows = 0.5, 8, 2
+    t, bands, rows = 0.5, 3, 2  # P = 0.898 at the edited copy's J = 0.73: a visible share of misses
     r = invoke("-w", tmp_path / "w", "--format", "jsonl", "run", docs, "-t", t, "--bands", bands, "--rows", rows)
     out = records(r)
     s = np.array([p["jaccard"] for p in out["pair"]])
@@ -115,12 +115,19 @@ def test_estimated_recall_hand_computed_with_copies(tmp_path):
     est = out["summary"][0]["recall"]
     assert est["missed"] == pytest.approx(missed, rel=1e-12)
     assert est["recall"] == pytest.approx(7 / (7 + missed), rel=1e-12)
-    # the class pair (a1..a3, b) is one draw standing for 3 pairs: variance 3^2 (1 - P) / P^2, not 3 (1 - P) / P^2
+    # the class pair (a1..a3, b) is one draw standing for 3 pairs: variance 3^2 (1 - P) / P^2, not 3 (1 - P) / P^2;
+    # the upper limit counts one more pair at t (kernels/recall.py), Wilson-Hilferty gamma quantile, rounded up
     edit, near = p[s == 81 / 111][0], p[s == 91 / 101][0]
-    var = 9 * (1 - edit) / edit ** 2 + (1 - near) / near ** 2
-    k, z = missed ** 2 / var, 1.959963984540054
-    low = math.floor(max(0.0, missed * (1 - 1 / (9 * k) - z * math.sqrt(1 / (9 * k))) ** 3))
-    assert est["missed_low"] == low and est["recall_high"] == pytest.approx(7 / (7 + low))
+    p_t = 1 - (1 - t ** rows) ** bands
+    z = 1.959963984540054
+
+    def upper(var):
+        mean, var = missed + (1 - p_t) / p_t, var + (1 - p_t) / p_t ** 2
+        c = var / (9 * mean ** 2)
+        return math.ceil(max(mean * (1 - c + z * math.sqrt(c)) ** 3, missed))
+    high = upper(9 * (1 - edit) / edit ** 2 + (1 - near) / near ** 2)
+    assert est["missed_high"] == high != upper(3 * (1 - edit) / edit ** 2 + (1 - near) / near ** 2)
+    assert est["recall_low"] == pytest.approx(7 / (7 + high)) and est["missed_low"] == 0
     line = f"estimated recall {7 / (7 + missed):.3f} ({est['recall_low']:.3f}-{est['recall_high']:.3f}, 95%): about " \
            f"{round(missed)} pairs at J >= 0.5 were not candidates"
     assert line in r.stderr
