@@ -83,6 +83,7 @@ class Result:
     groups: tuple[Group, ...]
     params: dict[str, Any]
     unreadable: int = 0
+    recall: dict[str, Any] | None = None  # the estimated recall (the JSONL summary's `recall`; README, Recall)
 
 
 def find_duplicates(paths: Sequence[str | os.PathLike] | None = None, *, texts: Sequence[str] | None = None,
@@ -91,11 +92,11 @@ def find_duplicates(paths: Sequence[str | os.PathLike] | None = None, *, texts: 
                     log: Log | None = None, **options: Any) -> Result:
     """Near-duplicates among the documents under paths (files, folders, JSONL files with jsonl=True), or among
     texts (ids: their ids, default "0", "1", ...). options are those of `neardup run`, by their Python names:
-    unit, k, whitespace, strip_punct, num_perm, seed, minhash, threshold, bands, rows, max_bucket, min_shingles,
-    min_size, method, metric, link, keep, prefer, references, jsonl, id_field, text_field, strict, include,
-    exclude, hidden, follow_links, write_deduped (a folder: write the inputs minus the duplicates there, as `run
-    --write-deduped`), write_deduped_mode (copy or link). workdir: keep the work there (a later call with the same
-    inputs reads only what changed); default: a temporary one, removed afterwards. Raises a NearDupError
+    unit, k, whitespace, strip_punct, num_perm, seed, minhash, threshold, bands, rows, recall, max_bucket,
+    min_shingles, min_size, method, metric, link, keep, prefer, references, jsonl, id_field, text_field, strict,
+    include, exclude, hidden, follow_links, write_deduped (a folder: write the inputs minus the duplicates there,
+    as `run --write-deduped`), write_deduped_mode (copy or link). workdir: keep the work there (a later call with
+    the same inputs reads only what changed); default: a temporary one, removed afterwards. Raises a NearDupError
     (ParameterError, InputError, ...) with the command line's message."""
     with contextlib.ExitStack() as resources:
         if texts is not None:
@@ -195,7 +196,8 @@ class Index:
         return [_pair(p) for p in pairs]
 
 
-_QUERY_FIXED = ("unit", "k", "whitespace", "strip_punct", "num_perm", "seed", "minhash", "bands", "rows")
+_QUERY_FIXED = ("unit", "k", "whitespace", "strip_punct", "num_perm", "seed", "minhash", "bands", "rows",
+                "recall")
 
 
 def _write_texts(texts: Sequence[str], ids: Sequence[str] | None, folder: str) -> str:
@@ -222,7 +224,7 @@ def _finish(runner: Runner, last: str, new_only: bool = False) -> Result:
     runner.engine.finish()
     results = Results.of_workdir(runner, last, new_only)
     out = Result(tuple(_pair(p) for p in results.pairs), tuple(_group(g) for g in results.groups()),
-                 dict(results.params), runner.soft_errors)
+                 dict(results.params), runner.soft_errors, results.recall)
     mark_reported(runner.work)
     runner.work.commit()
     return out

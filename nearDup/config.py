@@ -36,7 +36,7 @@ def digest(*parts) -> str:
 
 
 def _plain(obj):
-    if isinstance(obj, (SourceParams, CandidateParams, VerifyParams)):
+    if isinstance(obj, (SourceParams, BandParams, CandidateParams, VerifyParams)):
         return obj.record()
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         return dataclasses.asdict(obj)
@@ -103,6 +103,15 @@ class BandParams:
     bands: int
     rows: int
     threshold: float | None = None  # the threshold (b, r) were chosen for, if chosen
+    recall: float | None = None  # the recall target at the threshold they were chosen for (--recall), if any
+
+    def record(self) -> dict:
+        """The stored form: without recall when none was asked for, so that keys and records of the runs
+        without --recall stay what they were before it existed."""
+        record = dataclasses.asdict(self)
+        if self.recall is None:
+            del record["recall"]
+        return record
 
 
 @dataclasses.dataclass(frozen=True)
@@ -208,13 +217,17 @@ def banding_threshold(threshold: float) -> float:
 
 
 def choose_bands(num_perm: int, threshold: float | None, bands: int | None, rows: int | None,
-                 kept: BandParams | None = None, stored_in: str | None = None) -> BandParams:
+                 kept: BandParams | None = None, stored_in: str | None = None,
+                 recall: float | None = None) -> BandParams:
     """Explicit --bands/--rows (one of them may be derived from num_perm), else (b, r) from the threshold: kept, the
-    choice an index made for this threshold and num_perm (pipeline.band.kept_bands: its parameters are fixed, and
-    choosing again is a noticeable share of a run that adds a few documents), else lsh.optimal_bands.
-    stored_in: the work dir whose stored signatures have num_perm (the band stage), so the fix for too few is to
-    re-run that stage."""
+    choice an index made for this threshold, recall and num_perm (pipeline.band.kept_bands: its parameters are
+    fixed, and choosing again is a noticeable share of a run that adds a few documents), else, for a recall target,
+    the (b, r) with P(t) >= recall and the fewest false positives (recall.bands_for_recall), else
+    lsh.optimal_bands. stored_in: the work dir whose stored signatures have num_perm (the band stage), so the fix
+    for too few is to re-run that stage."""
     t = threshold_or_default(threshold)
+    if recall is not None and not (bands or rows):
+        return kept or _bands_for_recall(num_perm, t, recall, stored_in)
     if bands and rows:
         params = BandParams(bands, rows, None)
     elif bands:
@@ -228,6 +241,25 @@ def choose_bands(num_perm: int, threshold: float | None, bands: int | None, rows
     if params.bands < 1 or params.rows < 1 or params.bands * params.rows > num_perm:
         _too_few_permutations(num_perm, bands, rows, stored_in)
     return params
+
+
+def _bands_for_recall(num_perm: int, threshold: float, recall: float, stored_in: str | None) -> BandParams:
+    """--recall: (b, r) within num_perm that make a pair at the threshold a candidate with probability >= recall,
+    or the error naming the smallest --num-perm that has such a choice."""
+    from .kernels import recall as estimate  # numpy: not imported by `import nearDup`
+
+    t = banding_threshold(threshold)
+    chosen = estimate.bands_for_recall(t, recall, num_perm)
+    if chosen is not None:
+        return BandParams(*chosen, threshold, recall)
+    need = estimate.min_num_perm_for_recall(t, recall)
+    what = (f"--recall {recall}: no b x r within {num_perm} permutations makes a pair at Jaccard {t} a candidate "
+            f"with probability {recall}")
+    if stored_in is None:
+        raise ParameterError(f"{what}; raise --num-perm to {need} or more, or lower --recall")
+    raise ParameterError(f"{what} (the stored signatures have {num_perm}); lower --recall, or re-run the signature "
+                         f"stage with more: `neardup -w {stored_in} signature --num-perm {need} band --recall "
+                         f"{recall}`")
 
 
 def _too_few_permutations(num_perm: int, bands: int | None, rows: int | None, stored_in: str | None) -> NoReturn:
@@ -264,12 +296,13 @@ class RunConfig:
     threshold: float | None = None  # as given: None is the default, or the threshold an index's bands were chosen for
     bands: int | None = None
     rows: int | None = None
+    recall: float | None = None  # the recall target the bands are chosen for (--recall)
     references: tuple[str, ...] = ()
     deduped: DedupedParams | None = None  # --write-deduped
 
     def band(self, kept: BandParams | None = None) -> BandParams:
         """(b, r): as given, an index's stored choice (kept), or chosen from the threshold (choose_bands)."""
-        return choose_bands(self.signature.num_perm, self.threshold, self.bands, self.rows, kept)
+        return choose_bands(self.signature.num_perm, self.threshold, self.bands, self.rows, kept, recall=self.recall)
 
 
 # The bounds of each numeric option (the command line's click types say the same), as (low, high) inclusive.
@@ -285,7 +318,8 @@ CHOICES = {"unit": UNITS, "whitespace": ("collapse", "remove"), "minhash": METHO
 
 def resolve(*, unit: str = "word", k: int = 5, whitespace: str = "collapse", strip_punct: bool = False,
             num_perm: int = 128, seed: int = 1, minhash: str = "oph", threshold: float | None = None,
-            bands: int | None = None, rows: int | None = None, max_bucket: int = 1000, min_shingles: int = 20,
+            bands: int | None = None, rows: int | None = None, recall: float | None = None,
+            max_bucket: int = 1000, min_shingles: int = 20,
             min_size: int = 0, link: str = "keeper", keep: str | None = None, prefer: str | None = None,
             references: tuple[str, ...] | list[str] = (), jsonl: bool = False, parquet: bool = False,
             id_field: str = "id",
@@ -330,9 +364,11 @@ def resolve(*, unit: str = "word", k: int = 5, whitespace: str = "collapse", str
         raise ParameterError(f"--write-deduped-mode: {write_deduped_mode!r} is not one of {', '.join(DEDUPED_MODES)}")
     if write_deduped is not None and not os.fspath(write_deduped):
         raise ParameterError("--write-deduped: give the folder to write the deduplicated corpus to")
+    if recall is not None:
+        check_recall(recall, bands, rows)
     keeper_rules = keeper_order(keep, prefer)
-    if bands or rows:  # too many for num_perm
-        choose_bands(num_perm, threshold, bands, rows)
+    if bands or rows or recall is not None:  # too many for num_perm, or too few for the recall target
+        choose_bands(num_perm, threshold, bands, rows, recall=recall)
     return RunConfig(
         source=SourceParams(jsonl=jsonl, parquet=parquet, id_field=id_field, text_field=text_field, strict=strict,
                             include=_strings(include), exclude=_strings(exclude), hidden=hidden,
@@ -345,7 +381,7 @@ def resolve(*, unit: str = "word", k: int = 5, whitespace: str = "collapse", str
                                    None if method == "lsh" else threshold_or_default(threshold), metric),
         verify=VerifyParams(threshold_or_default(threshold), metric),
         cluster=ClusterParams(link, keeper_rules, prefer),
-        threshold=threshold, bands=bands, rows=rows, references=_strings(references),
+        threshold=threshold, bands=bands, rows=rows, recall=recall, references=_strings(references),
         deduped=None if write_deduped is None else DedupedParams(os.fspath(write_deduped), write_deduped_mode))
 
 
@@ -355,6 +391,14 @@ def by_extension(config: RunConfig, paths: list[str]) -> RunConfig:
     if config.source.records or not paths or not all(p.endswith(".parquet") for p in paths):
         return config
     return dataclasses.replace(config, source=dataclasses.replace(config.source, parquet=True))
+
+
+def check_recall(recall: float, bands: int | None, rows: int | None) -> None:
+    """--recall is a probability strictly between 0 and 1, and it chooses the bands: not with --bands/--rows."""
+    if isinstance(recall, bool) or not isinstance(recall, (int, float)) or not 0 < recall < 1:
+        raise ParameterError(f"--recall: {recall!r} is not in the range 0<x<1")
+    if bands or rows:
+        raise ParameterError("--recall chooses --bands and --rows: give either --recall or --bands/--rows")
 
 
 def _strings(values: str | tuple[str, ...] | list[str]) -> tuple[str, ...]:

@@ -101,7 +101,9 @@ def test_formats(tmp_path):
     w = tmp_path / "w"
     records = [json.loads(line) for line in invoke("-w", w, "run", SAMPLE, "--format", "jsonl").stdout.splitlines()]
     assert records[0]["type"] == "header" and records[0]["schema"] == 1
+    recall = records[-1].pop("recall")  # the estimate itself: test_recall.py
     assert records[-1] == {"type": "summary", "pairs": 10, "aborted": False}
+    assert set(recall) == {"missed", "missed_low", "missed_high", "recall", "recall_low", "recall_high", "confidence"}
     pairs = records[1:-1]
     assert all(r["type"] == "pair" and {"a", "b", "jaccard", "estimate"} <= set(r) for r in pairs)
     assert pairs[0]["jaccard"] == 1.0 and len(pairs) == 10

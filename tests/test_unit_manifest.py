@@ -149,5 +149,5 @@ def test_inspect_shows_each_record_as_the_manifest_holds_it(index):
     for name in STAGES:
         record = stored["stages"][name]
         assert f"{name}: done at {record['completed']}, params {json.dumps(record['params'], sort_keys=True)}" in lines
-    verify = stored["stages"]["verify"]["stats"]
+    verify = {k: v for k, v in stored["stages"]["verify"]["stats"].items() if k != "recall"}  # in words: test_recall
     assert "  " + ", ".join(f"{k} {verify[k]}" for k in sorted(verify)) in lines

@@ -16,20 +16,22 @@ from ..config import (
     VerifyParams,
     banding_threshold,
     by_extension,
+    check_recall,
     choose_bands,
     resolve,
     threshold_or_default,
 )
 from ..errors import InputError
 from ..kernels import lsh
+from ..kernels.recall import bands_for_recall, min_num_perm_for_recall
 from ..pipeline import run as pipeline_run
 from ..pipeline.band import describe_bands
 from ..pipeline.driver import chain
 from ..pipeline.index import check_query_parameters
-from ..pipeline.results import inherited_threshold, resolved_params
+from ..pipeline.results import inherited_threshold, recall_line, resolved_params
 from ..report import corpus as deduped_corpus
 from ..report.results import JSONL_SCRIPT, Results
-from ..store.manifest import ShingleRecord
+from ..store.manifest import ShingleRecord, VerifyRecord
 from ..store.workdir import WorkDir
 from ..text.read import STREAM_BYTES
 from ..wording import plural
@@ -87,9 +89,11 @@ def signature(ctx, num_perm, seed, minhash):
 @band_options
 @common_options
 @click.pass_context
-def band(ctx, threshold, bands, rows):
-    """LSH band keys: b bands of r rows, chosen from --threshold or given."""
-    pipeline.band.run(app_of(ctx).open(command="band"), threshold, bands, rows)
+def band(ctx, threshold, bands, rows, recall):
+    """LSH band keys: b bands of r rows, chosen from --threshold (and --recall) or given."""
+    if recall is not None:
+        check_recall(recall, bands, rows)
+    pipeline.band.run(app_of(ctx).open(command="band"), threshold, bands, rows, recall=recall)
 
 
 @stage()
@@ -311,21 +315,48 @@ def query(ctx, paths, index, threshold, **fixed):
 @stage()
 @band_options
 @click.option("--num-perm", type=click.IntRange(1, 8192), default=SIGNATURE_DEFAULTS.num_perm, show_default=True)
-def tune(threshold, bands, rows, num_perm):
-    """Show the bands and rows chosen for a threshold, and the S-curve P(s) = 1 - (1 - s^r)^b behind them."""
-    params = choose_bands(num_perm, threshold, bands, rows)
+def tune(threshold, bands, rows, recall, num_perm):
+    """Show the bands and rows chosen for a threshold (and --recall), the S-curve P(s) = 1 - (1 - s^r)^b behind
+    them, and what other choices would cost."""
+    if recall is not None:
+        check_recall(recall, bands, rows)
+    params = choose_bands(num_perm, threshold, bands, rows, recall=recall)
     b, r = params.bands, params.rows
     t = params.threshold
     lines = [f"num_perm {num_perm}: b = {plural(b, 'band')} x r = {plural(r, 'row')}"
-             + (f", chosen for threshold {t}" if t else "")]
+             + (f", chosen for threshold {t}" if t else "") + (f" and recall {recall}" if recall else "")]
     lines.append(describe_bands(params, num_perm))
     if t:
         fp, fn = lsh.error_areas(banding_threshold(t), [b], [r])
         lines.append(f"false-positive area (s < {t}) {fp[0]:.4f}; false-negative area (s >= {t}) {fn[0]:.4f}")
+        lines += _choices(t, num_perm, recall)
     lines.append("s\tP(candidate)")
     for i in range(1, 10):
         lines.append(f"{i / 10:.1f}\t{float(lsh.s_curve(i / 10, b, r)):.4f}")
     click.echo("\n".join(lines))
+
+
+TUNE_RECALLS = (0.9, 0.95, 0.99, 0.999)
+
+
+def _choices(threshold: float, num_perm: int, recall: float | None) -> list[str]:
+    """What each choice of (b, r) costs at this threshold: P(t), the recall of pairs at the threshold, and the
+    false-positive area integral_0^t P(s) ds, the share of pairs spread evenly below t that become candidates to
+    verify (the cost; on a real corpus most pairs are far below t and cost less)."""
+    t = banding_threshold(threshold)
+    rows: list[tuple[str, tuple[int, int] | int]] = [("default", lsh.optimal_bands(t, num_perm))]
+    for target in sorted({*TUNE_RECALLS, *([recall] if recall else [])}):
+        chosen = bands_for_recall(t, target, num_perm)
+        rows.append((f"--recall {target}", chosen if chosen else min_num_perm_for_recall(t, target)))
+    lines = [f"choice\tb x r\tpermutations\tP({t})\tfalse-positive area"]
+    for name, choice in rows:
+        if isinstance(choice, int):
+            lines.append(f"{name}\t-\t-\t-\tneeds --num-perm {choice}")
+            continue
+        fp, _ = lsh.error_areas(t, [choice[0]], [choice[1]])
+        lines.append(f"{name}\t{choice[0]} x {choice[1]}\t{choice[0] * choice[1]}\t"
+                     f"{float(lsh.s_curve(t, *choice)):.4f}\t{fp[0]:.4f}")
+    return lines
 
 
 INSPECT_IGNORES = ("jobs", "scheduler", "scheduler_file", "force", "wait_lock", "progress", "select", "fmt", "null",
@@ -380,4 +411,8 @@ def inspect(ctx, paths, unit, k, whitespace, strip_punct, **source):
             if (line := formats_line(pipeline.shingle.load_catalog(work, record), record.source.records)):
                 click.echo(line)
         elif "stats" in stored:
+            stored["stats"].pop("recall", None)  # said in words below
             click.echo("  " + ", ".join(f"{k} {v}" for k, v in sorted(stored["stats"].items())))
+            if isinstance(record, VerifyRecord) and (line := recall_line(work, record.stats,
+                                                                          record.params.threshold)):
+                click.echo(f"  {line}")

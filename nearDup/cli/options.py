@@ -172,6 +172,9 @@ band_options = _options(
     threshold_option,
     click.option("--bands", type=click.IntRange(1), help="Number of bands b (default: chosen from --threshold)."),
     click.option("--rows", type=click.IntRange(1), help="Rows per band r (default: chosen from --threshold)."),
+    click.option("--recall", type=click.FloatRange(0, 1, min_open=True, max_open=True), metavar="R",
+                 help="Choose b and r so that a pair at the threshold is a candidate with probability >= R (with the "
+                      "fewest false candidates); if --num-perm is too small for that, say how large it must be."),
 )
 candidate_options = _options(
     click.option("--max-bucket", type=click.IntRange(2), default=CandidateParams().max_bucket, show_default=True,

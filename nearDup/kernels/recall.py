@@ -34,6 +34,11 @@ n / (n + M_high) .. n / (n + M_low), as recall falls with M, with M_low and M_hi
 pairs (the true M is an integer; without this, a run expecting one miss gets a lower limit of 0.2 misses and
 the interval excludes the 37% of runs that missed none). tests/test_kernels_recall.py measures the coverage on
 simulated corpora: at least nominal where many pairs are missed, conservative (discreteness) where few are.
+
+Weighted draws. Documents with identical shingle sets have identical signatures, so the w pairs that one verified
+entry of two classes of copies stands for (pipeline.copies) are candidates together or not at all: one draw with
+inclusion probability P standing for w pairs. Its Horvitz-Thompson terms are w (1 - P) / P (mean) and
+w^2 (1 - P) / P^2 (variance); weights = 1 is the formula above.
 """
 from __future__ import annotations
 
@@ -74,23 +79,26 @@ def _gamma_quantile(mean: float, var: float, z: float) -> float:
 
 
 def estimate_recall(jaccard: np.ndarray, bands: int, rows: int, threshold: float,
-                    confidence: float = 0.95) -> RecallEstimate:
+                    confidence: float = 0.95, weights: np.ndarray | None = None) -> RecallEstimate:
     """Horvitz-Thompson estimate of the pairs LSH with (bands, rows) missed at J >= threshold, from the exact
     Jaccard of the verified pairs (float (m,), any order; pairs below the threshold are ignored). See the
     module docstring for the maths, the independence assumption and the interval.
 
+    weights: int (m,), the pairs each entry stands for, found or missed together (None: one each).
     A found pair with P(s) = 1 (s = 1) stands for itself only. The interval is two-sided at `confidence`."""
     if not 0.0 < threshold <= 1.0:
         raise ValueError("threshold must be in (0, 1]")
     if not 0.0 < confidence < 1.0:
         raise ValueError("confidence must be in (0, 1)")
     s = np.asarray(jaccard, dtype=np.float64)
+    w = np.ones(len(s)) if weights is None else np.asarray(weights, dtype=np.float64)
+    at = s >= threshold
     # a pair that was found had P > 0, though s^r can underflow (t = 0.01, r = 30): each pair stands for at
     # most 1e12 others, which keeps the sums finite
-    p = np.maximum(s_curve(s[s >= threshold], bands, rows), _P_FLOOR)
-    n = len(p)
+    p, w = np.maximum(s_curve(s[at], bands, rows), _P_FLOOR), w[at]
+    n = int(w.sum())
     odds = (1.0 - p) / p  # mean misses each found pair stands for
-    mean, var = float(odds.sum()), float((odds / p).sum())
+    mean, var = float((w * odds).sum()), float((w * w * odds / p).sum())
     z = statistics.NormalDist().inv_cdf(0.5 + confidence / 2.0)
     low = _gamma_quantile(mean, var, -z)
     p_t = max(float(s_curve(threshold, bands, rows)), _P_FLOOR)

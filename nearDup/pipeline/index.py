@@ -27,7 +27,8 @@ def check_fixed_parameters(work: WorkDir, wanted: dict[str, dict]) -> None:
         if stage == "shingle":  # the shingle parameters sit beside the source's in one record
             params, stored = ({**p.get("params", {}), **{k: v for k, v in p.items() if k != "params"}}
                               for p in (params, stored))
-        for name, value in sorted(params.items(), key=lambda kv: kv[0] != "threshold"):  # the cause first
+        cause_first = sorted(params.items(), key=lambda kv: kv[0] not in ("threshold", "recall"))
+        for name, value in cause_first:
             if stored.get(name) != value:
                 raise ParameterError(
                     f"{work.root}: this index was built with {stage} {name} {stored.get(name)!r}, not {value!r}; "
@@ -35,7 +36,8 @@ def check_fixed_parameters(work: WorkDir, wanted: dict[str, dict]) -> None:
 
 
 QUERY_FIXED = {"unit": "shingle", "k": "shingle", "whitespace": "shingle", "strip_punct": "shingle",
-               "num_perm": "signature", "seed": "signature", "minhash": "signature", "bands": "band", "rows": "band"}
+               "num_perm": "signature", "seed": "signature", "minhash": "signature", "bands": "band", "rows": "band",
+               "recall": "band"}
 
 
 def check_query_parameters(work: WorkDir, given: dict) -> None:

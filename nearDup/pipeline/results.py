@@ -1,14 +1,17 @@
-"""What the stored stages hold, read back for the report: verified pairs, the parameters they were made with, and
-the recall warning when the bands were chosen for a higher threshold than verify's.
+"""What the stored stages hold, read back for the report: verified pairs, the parameters they were made with, the
+recall warning when the bands were chosen for a higher threshold than verify's, and the estimated recall.
 """
 from __future__ import annotations
 
 from collections.abc import Callable
 
+import numpy as np
+
 from ..config import threshold_or_default
-from ..kernels import lsh
-from ..store.manifest import STAGES, ShingleRecord, VerifyRecord
+from ..kernels import lsh, recall
+from ..store.manifest import STAGES, BandRecord, RecallStats, ShingleRecord, VerifyRecord, VerifyStats
 from ..store.workdir import WorkDir
+from ..wording import plural
 from .copies import stored_records
 from .driver import require
 
@@ -18,7 +21,7 @@ class StoredPairs:
     thousands of copies of one text have millions of pairs, too many to hold as records."""
 
     def __init__(self, work: WorkDir, keep: Callable[[dict], bool] | None = None):
-        record = require(work, VerifyRecord)
+        self.record = record = require(work, VerifyRecord)
         self.work, self.path, self.keep = work, work.current("verify", "pairs.jsonl"), keep
         self._count = None if keep else record.stats.pairs
 
@@ -52,6 +55,44 @@ def recall_warning(work: WorkDir, threshold: float) -> str | None:
     return (f"bands were chosen for threshold {chosen} (b={b}, r={r}): a pair at Jaccard {threshold} is a candidate "
             f"with probability {float(lsh.s_curve(threshold, b, r)):.3g}; re-band with `neardup -w {work.root} band "
             f"--threshold {threshold} candidates verify` (or `run ... --threshold {threshold}`)")
+
+
+def estimated_recall(work: WorkDir, jaccard: np.ndarray, weights: np.ndarray, threshold: float) -> RecallStats:
+    """The recall of LSH with the stored bands at J >= threshold, estimated from the verified entries' exact
+    Jaccard and the pairs each stands for (kernels.recall.estimate_recall; an entry of two classes of copies is
+    found whole or not at all)."""
+    band = require(work, BandRecord).params
+    est = recall.estimate_recall(jaccard, band.bands, band.rows, threshold, weights=weights)
+    return RecallStats(missed=est.missed, missed_low=est.missed_low, missed_high=est.missed_high, recall=est.recall,
+                       recall_low=est.recall_low, recall_high=est.recall_high, confidence=est.confidence)
+
+
+# --method exact (and containment, which has no other method): every pair at >= t was a candidate
+EXACT_RECALL = RecallStats(missed=0.0, missed_low=0.0, missed_high=0.0, recall=1.0, recall_low=1.0, recall_high=1.0,
+                           confidence=1.0)
+
+
+def recall_line(work: WorkDir, stats: VerifyStats, threshold: float) -> str | None:
+    """The estimated recall in words (None for a record made before it was estimated). Buckets over --max-bucket
+    give star pairs only, which the S-curve does not know: then the estimate is an upper bound."""
+    r = stats.recall
+    if r is None:
+        return None
+    candidates = work.manifest().candidates
+    if candidates is not None and candidates.stats.method == "exact":
+        return f"recall 1: the exact join made every pair at >= {threshold} a candidate (--method exact)"
+    large = (candidates.stats.large_buckets or 0) if candidates else 0
+    caveat = (f" (an upper bound: {plural(large, 'bucket')} over --max-bucket gave only star pairs, which the "
+              f"estimate does not know)") if large else ""
+    level = f"{r.confidence:.0%}"
+    if r.recall is None or r.recall_low is None or r.recall_high is None:
+        high = int(r.missed_high)
+        return (f"estimated recall unknown: no pair at J >= {threshold} was found, so none stands for the misses; at "
+                f"most {plural(high, 'pair was', 'pairs were')} missed ({level}){caveat}")
+    missed = round(r.missed)
+    return (f"estimated recall {r.recall:.3f} ({r.recall_low:.3f}-{r.recall_high:.3f}, {level}): about "
+            f"{plural(missed, 'pair', 'pairs')} at J >= {threshold} {'was' if missed == 1 else 'were'} not "
+            f"{'a candidate' if missed == 1 else 'candidates'}{caveat}")
 
 
 def inherited_threshold(work: WorkDir, given: float | None) -> float:

@@ -78,7 +78,7 @@ def run(runner: Runner, paths: list[str], config: RunConfig, groups: bool = Fals
     run. The bands are chosen once, before the shingle tasks that compute signatures and band keys of their sets
     while they are in memory; an index refuses parameters other than its own unless rebuilt."""
     chosen = config.band(band.kept_bands(runner.work, config.signature.num_perm, config.threshold, config.bands,
-                                         config.rows))
+                                         config.rows, config.recall))
     if not rebuild:
         check_fixed_parameters(runner.work, {
             "shingle": shingle.shingle_content(config.shingle, config.source),
@@ -86,7 +86,7 @@ def run(runner: Runner, paths: list[str], config: RunConfig, groups: bool = Fals
     shingle.run(runner, paths, config.source, config.shingle, references=config.references, rebuild=rebuild,
                 then=(config.signature, chosen))
     signature.run(runner, config.signature)
-    band.run(runner, config.threshold, config.bands, config.rows, chosen=chosen)
+    band.run(runner, config.threshold, config.bands, config.rows, chosen=chosen, recall=config.recall)
     candidates.run(runner, config.candidates)
     verify.run(runner, config.verify)
     if not groups:

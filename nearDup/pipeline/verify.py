@@ -18,7 +18,7 @@ from ..store.workdir import WorkDir, atomic_file
 from ..wording import plural
 from .copies import ClassPairs, among, containment_tails, directed, expanded_pairs, ranked, set_sizes_by_rank, uncovered
 from .driver import PartitionArrays, Runner, _absolute, _begin, _files, _up_to_date, part_starts, require
-from .results import recall_warning
+from .results import EXACT_RECALL, estimated_recall, recall_line, recall_warning
 from .shingle import load_catalog
 from .similarity import agreement, containment, set_overlap
 
@@ -77,6 +77,8 @@ def run(runner: Runner, params: VerifyParams) -> VerifyRecord:
     if record is not None:
         runner.log(f"verify: up to date ({plural(record.stats.pairs, 'pair')} with {_named(params)} >= "
                    f"{params.threshold})")
+        if (line := recall_line(work, record.stats, params.threshold)) is not None:
+            runner.log(f"  {line}")
         if warning is not None:
             runner.log(f"warning: {warning}")
         return record
@@ -127,7 +129,8 @@ def run(runner: Runner, params: VerifyParams) -> VerifyRecord:
     accepted, scores, sizes = accepted[order], scores[order], sizes[order]
     del order
     entries = ClassPairs(accepted, among(accepted, class_pairs), label)
-    found = int(entries.count().sum())
+    counts = entries.count()
+    found = int(counts.sum())
     ids = load_catalog(work, shingle_record).ids_of(sets.sorted_unique(entries.members).tolist())
     work.save_array(work.output("verify", "checked.npy", key), pairs)
     work.save_array(work.output("verify", "pairs.npy", key), accepted)
@@ -140,11 +143,14 @@ def run(runner: Runner, params: VerifyParams) -> VerifyRecord:
     record = VerifyRecord(key=key, params=params, upstream=upstream.key, basis=basis,
                           files=_files(work, "verify", key, "checked.npy", "pairs.npy", "scores.npy", "sizes.npy",
                                        "pairs.jsonl"),
-                          stats=VerifyStats(candidates=candidates, checked=n, pairs=found, rejected=candidates - found))
+                          stats=VerifyStats(candidates=candidates, checked=n, pairs=found, rejected=candidates - found,
+                                            recall=EXACT_RECALL if upstream.stats.method == "exact" else
+                                            estimated_recall(work, scores[:, 0], counts, params.threshold)))
     work.record_stage("verify", record)
     reused = f" ({len(pairs) - n} known from the last run)" if len(pairs) > n else ""
     runner.log(f"verify: {found} of {plural(candidates, 'candidate pair has', 'candidate pairs have')} "
                f"exact {_named(params)} >= {params.threshold}{reused}")
+    runner.log(f"  {recall_line(work, record.stats, params.threshold)}")
     if warning is not None:
         runner.log(f"warning: {warning}")
     return record

@@ -28,7 +28,7 @@ from ..pipeline import compare
 from ..pipeline.cluster import clusters
 from ..pipeline.copies import among, stored_entries, verified_entries
 from ..pipeline.driver import PartitionArrays, part_starts, require
-from ..pipeline.results import StoredPairs, recall_warning, resolved_params
+from ..pipeline.results import StoredPairs, recall_line, recall_warning, resolved_params
 from ..pipeline.shingle import load_docs
 from ..pipeline.similarity import set_overlap
 from ..store.manifest import ShingleRecord, VerifyRecord
@@ -127,6 +127,8 @@ def load(work: WorkDir) -> ReportData:
                        f"b {params['bands']} x r {params['rows']}, threshold {threshold}"),
         ("candidate pairs", str(candidates)),
         ("verified pairs", str(sum(verified_counts))),
+        ("recall", recall_line(work, verify_record.stats, threshold) or "not estimated (verified before nearDup "
+                                                                          "estimated it: run verify again)"),
         ("groups", summary_line(pairs, groups, lambda m: int(sizes[m["doc"]]))),
     ]
     notes = [w for w in (recall_warning(work, threshold),) if w]

@@ -31,6 +31,9 @@ class Results:
     soft_errors: int = 0
     params: dict = dataclasses.field(default_factory=dict)  # every parameter the results were made with
     size_of: Callable[[dict], int] = lambda member: 0  # a group member's size in bytes
+    # the estimated recall of the stored pairs (all of them, whatever is selected; RecallStats' JSON form); none
+    # for saved pairs and queries, which have no S-curve behind them
+    recall: dict | None = None
 
     @classmethod
     def of_workdir(cls, runner: Runner, last: str, new_only: bool = False) -> Results:
@@ -44,9 +47,11 @@ class Results:
 
         pairs = StoredPairs(work, None if new is None else lambda p: involved((p["a"], p["b"])))
         sizes = load_docs(work).catalog["size"]
+        estimate = pairs.record.stats.recall
         return cls(pairs, lambda: [g for g in clusters(work) if involved(m["id"] for m in g["members"])],
                    lambda: [d for d in load_docs(work).live() if involved((d["id"],))], runner.soft_errors,
-                   resolved_params(work, last), lambda member: int(sizes[member["doc"]]))
+                   resolved_params(work, last), lambda member: int(sizes[member["doc"]]),
+                   None if estimate is None else estimate.to_json())
 
 
     @classmethod
@@ -111,10 +116,12 @@ def select(results: Results, what: str, reference_only: bool = False) -> Selecti
     if reference_only:
         assert all_groups is not None  # computed for --reference-only
         groups = [g for g in all_groups if any(m["reference"] for m in g["members"])]
-    counts = {"pairs": len(results.pairs)}
+    counts: dict = {"pairs": len(results.pairs)}
     if groups is not None:
         counts.update(groups=len(groups), duplicates=sum(m["role"] == "duplicate" for g in groups
                                                           for m in g["members"]))
+    if results.recall is not None:
+        counts["recall"] = results.recall
     return Selection(what, results.pairs, groups, all_groups, counts)
 
 

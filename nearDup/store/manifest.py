@@ -53,7 +53,8 @@ def _dump(value: Any) -> Any:
     """The JSON form of a field's value: records by to_json, parameters as dataclasses.asdict (tuples as lists)."""
     if isinstance(value, _Json):
         return value.to_json()
-    if isinstance(value, (SourceParams, CandidateParams, VerifyParams)):  # without fields added later at defaults
+    if isinstance(value, (SourceParams, BandParams, CandidateParams, VerifyParams)):  # without the fields added
+        # at their defaults (what runs before them stored): the format fields, --recall, --method, --metric
         return _dump(value.record())
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return _dump(dataclasses.asdict(value))
@@ -220,11 +221,27 @@ class VerifyBasis(_Json):
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
+class RecallStats(_Json):
+    """The estimated recall of the verified pairs (kernels.recall.estimate_recall): pairs with J >= t that were
+    not candidates (missed, and its interval at `confidence`), and recall = pairs / (pairs + missed); recall is
+    None when no pair at J >= t was found."""
+    missed: float
+    missed_low: float
+    missed_high: float
+    recall: float | None = None
+    recall_low: float | None = None
+    recall_high: float | None = None
+    confidence: float
+    rest: dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class VerifyStats(_Json):
     pairs: int
     candidates: int | None = None
     checked: int | None = None
     rejected: int | None = None
+    recall: RecallStats | None = None
     rest: dict[str, Any] = field(default_factory=dict, repr=False)
 
 
