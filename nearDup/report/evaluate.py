@@ -289,19 +289,25 @@ def _ambiguous(match: Matcher, truth_id: str) -> bool:
     return match.suffix.get(os.path.normpath(truth_id) if truth_id else truth_id, "") is None
 
 
-def exact_pairs(work: WorkDir, threshold: float) -> tuple[list[str], np.ndarray, np.ndarray]:
-    """Every pair of the documents the candidates stage could pair with exact Jaccard >= threshold, over the stored
-    shingle sets (allpairs.jaccard_join): (their ids, pairs (m, 2) of indices into the ids, Jaccard (m,))."""
+def stored_sets(work: WorkDir) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """The stored shingle sets of the documents the candidates stage could pair (live, long enough): their ids,
+    and the sets as CSR (values uint32, each set sorted and unique; offsets int64), as allpairs' joins take them."""
     shingle = require(work, ShingleRecord)
     candidates = require(work, CandidatesRecord)
     catalog = load_catalog(work, shingle)
     numbers = np.flatnonzero(pairable(catalog, candidates.params))
     shards = PartitionArrays(work, "shingle", ("values.npy", "offsets.npy"), shingle.shard_numbers)
     values, lengths = sets.gather_sets(shards, part_starts(shingle), numbers)
-    joined = allpairs.jaccard_join(values, np.r_[0, np.cumsum(lengths)].astype(np.int64), threshold)
-    jaccard = sets.jaccard(joined.intersection, joined.size_a, joined.size_b)
     ids = catalog.ids
-    return [ids[n] for n in numbers.tolist()], joined.pairs, jaccard
+    return [ids[n] for n in numbers.tolist()], values, np.r_[0, np.cumsum(lengths)].astype(np.int64)
+
+
+def exact_pairs(work: WorkDir, threshold: float) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """Every pair of the documents the candidates stage could pair with exact Jaccard >= threshold, over the stored
+    shingle sets (allpairs.jaccard_join): (their ids, pairs (m, 2) of indices into the ids, Jaccard (m,))."""
+    ids, values, offsets = stored_sets(work)
+    joined = allpairs.jaccard_join(values, offsets, threshold)
+    return ids, joined.pairs, sets.jaccard(joined.intersection, joined.size_a, joined.size_b)
 
 
 def _exact(run: Run, work: WorkDir, grid: list[float], log: Callable[[str], None]) -> dict:
