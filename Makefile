@@ -14,7 +14,7 @@ else
 MADE_WITH := $(firstword $(wildcard $(VENV)/.made-with-*) $(VENV)/.made-with-$(notdir $(PYTHON)))
 endif
 
-.PHONY: run test lint bench install man clean
+.PHONY: run test lint bench bench-joins install man clean
 
 $(MADE_WITH):
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11) and "nearDup needs Python >= 3.11: " \
@@ -59,6 +59,11 @@ man: $(VENV)/.base
 bench: $(VENV)/.bench
 	$(BIN)/python bench/run.py
 	$(BIN)/python bench/scaling.py
+
+# LSH against exact joins (bench/joins.py; its section of bench/RESULTS.md), one corpus at a time: ~10 minutes each
+bench-joins: $(VENV)/.bench
+	$(BIN)/python bench/joins.py --corpora edited --write
+	$(BIN)/python bench/joins.py --corpora imdb --write
 
 clean:
 	rm -rf $(VENV) bench/out neardup.1

@@ -34,6 +34,7 @@ ENGINES_SECTION = ("<!-- bench/engines.py: begin -->", "<!-- bench/engines.py: e
 INCREMENTAL_SECTION = ("<!-- incremental: bench/incremental.py -->", "<!-- /incremental -->")  # kept too
 SCALING_SECTION = ("<!-- bench/scaling.py: begin -->", "<!-- bench/scaling.py: end -->")  # kept too
 HISTORY_SECTION = ("<!-- history: measured choices -->", "<!-- /history -->")  # kept too: written by hand
+JOINS_SECTION = ("<!-- bench/joins.py: begin -->", "<!-- bench/joins.py: end -->")  # kept too
 PEER_TOOLS = [("neardup", 1), ("neardup", 2), ("rensa", 1), ("datasketch", 1)]
 NEARDUP_ONLY = [("neardup", 1), ("neardup", 2)]
 
@@ -325,8 +326,9 @@ def write_report(path: str, args, corpora: list[dict], results: dict, started: f
     _, incremental = split_engines_section(path, INCREMENTAL_SECTION)
     _, scaling = split_engines_section(path, SCALING_SECTION)
     _, history = split_engines_section(path, HISTORY_SECTION)
+    _, joins = split_engines_section(path, JOINS_SECTION)
     with open(path, "w") as f:
-        f.write("\n".join(L) + "\n" + "".join(f"\n{s}" for s in (scaling, engines, incremental, history) if s))
+        f.write("\n".join(L) + "\n" + "".join(f"\n{s}" for s in (scaling, joins, engines, incremental, history) if s))
 
 
 def split_engines_section(path: str, markers: tuple[str, str] = ENGINES_SECTION) -> tuple[str, str]:

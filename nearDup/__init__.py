@@ -4,6 +4,7 @@
     result = nearDup.find_duplicates(["docs/"], threshold=0.8)    # or texts=[...], ids=[...]
     result.pairs, result.groups                                    # Pair, Group (with Member) records
     idx = nearDup.Index.open("idx/"); idx.add(["docs/"]); idx.query("some text")
+    nearDup.evaluate("truth.tsv", workdir="work/").scores[0].recall  # or truth="exact"
 
 Errors are NearDupError (ParameterError, InputError, WorkDirError, ...), with the command line's messages.
 """
@@ -23,11 +24,11 @@ __version__ = "0.1.0"
 from .errors import InputError, NearDupError, ParameterError, WorkDirError  # noqa: E402
 
 if TYPE_CHECKING:
-    from .api import Group, Index, Member, Pair, Result, find_duplicates
+    from .api import Evaluation, Group, Index, Member, Pair, Result, Score, evaluate, find_duplicates
 
 # The API imports numpy and the pipeline, which is slow: only when first used, so `import nearDup` (and the command
 # line's start-up, which imports this package first) stays cheap.
-_API = ("Group", "Index", "Member", "Pair", "Result", "find_duplicates")
+_API = ("Evaluation", "Group", "Index", "Member", "Pair", "Result", "Score", "evaluate", "find_duplicates")
 
 
 def __getattr__(name: str):
@@ -38,5 +39,5 @@ def __getattr__(name: str):
     raise AttributeError(f"module 'nearDup' has no attribute {name!r}")
 
 
-__all__ = ["Group", "Index", "InputError", "Member", "NearDupError", "Pair", "ParameterError",
-           "Result", "WorkDirError", "__version__", "find_duplicates"]
+__all__ = ["Evaluation", "Group", "Index", "InputError", "Member", "NearDupError", "Pair", "ParameterError",
+           "Result", "Score", "WorkDirError", "__version__", "evaluate", "find_duplicates"]

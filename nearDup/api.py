@@ -20,6 +20,7 @@ from .pipeline import run as pipeline_run
 from .pipeline.driver import Runner
 from .pipeline.index import check_query_parameters, mark_reported
 from .report import corpus
+from .report import evaluate as evaluation
 from .report.results import Results
 from .store.workdir import WorkDir
 
@@ -194,6 +195,60 @@ class Index:
                                           if name in _QUERY_FIXED})
             pairs, _ = pipeline_run.query(work, args, stdin, threshold, self.log)
         return [_pair(p) for p in pairs]
+
+
+@dataclasses.dataclass(frozen=True)
+class Score:
+    """A run's scores at one threshold: pair precision, recall and F1 (None where undefined: no pair found, or no
+    true pair), the adjusted Rand index of its groups (connected components of the pairs >= threshold) against the
+    truth's, the pair counts (tp, fp, fn; unjudged: found pairs the truth does not label), and for --truth exact the
+    recall estimated from the run's own pairs, with its 95% interval."""
+
+    threshold: float
+    precision: float | None
+    recall: float | None
+    f1: float | None
+    ari: float
+    tp: int
+    fp: int
+    fn: int
+    unjudged: int
+    estimated_recall: float | None = None
+    estimated_low: float | None = None
+    estimated_high: float | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Evaluation:
+    """The scores at the run's threshold (scores[0]) and at each multiple of step above it; counts: the truth and
+    what of it was matched (truth_ids, unknown_ids, labelled, positive, clusters, documents, ...)."""
+
+    scores: tuple[Score, ...]
+    counts: dict[str, Any]
+
+
+def evaluate(truth: str | os.PathLike, *, workdir: str | os.PathLike | None = None,
+             pairs: str | os.PathLike | None = None, step: float = 0.05, log: Log | None = None) -> Evaluation:
+    """Score a run against a truth, as `neardup eval`: the run is a work dir, or pairs saved from one (JSONL output,
+    or a work dir's verify/KEY.pairs.jsonl); truth is a file of labelled pairs (a, b, label) or cluster labels (id,
+    cluster), as TSV, CSV or JSONL, or "exact": every pair with exact Jaccard >= t among the work dir's documents.
+    Raises a NearDupError with the command line's message."""
+    if (workdir is None) == (pairs is None):
+        raise ParameterError("give the run to score: a work dir (-w DIR) or saved pairs (--pairs FILE), one of them")
+    log = log or _LOGGER.info
+    truth = os.fspath(truth)
+    parsed = truth if truth == evaluation.EXACT else evaluation.read_truth(truth)
+    if pairs is not None:
+        out = evaluation.evaluate(evaluation.load_saved(os.fspath(pairs)), parsed, step, log=log)
+    else:
+        assert workdir is not None  # one of the two, checked above
+        work = WorkDir(os.fspath(workdir), create=False)
+        work.lock(0.0, shared=True)  # waits only for a run writing it
+        try:
+            out = evaluation.evaluate(evaluation.load_workdir(work), parsed, step, work, log)
+        finally:
+            work.release()
+    return Evaluation(tuple(Score(**row) for row in out["scores"]), out["counts"])
 
 
 _QUERY_FIXED = ("unit", "k", "whitespace", "strip_punct", "num_perm", "seed", "minhash", "bands", "rows",

@@ -7,13 +7,27 @@ decorators; app.py: one command line's state and its output; commands.py and adm
 from __future__ import annotations
 
 from .admin import COMMANDS
-from .commands import band, candidates, cluster, compare, inspect, query, run, script, shingle, signature, tune, verify
+from .commands import (
+    band,
+    candidates,
+    cluster,
+    compare,
+    eval_command,
+    inspect,
+    query,
+    run,
+    script,
+    shingle,
+    signature,
+    tune,
+    verify,
+)
 from .extract import extract_command
 from .main import cli, main
 from .report import report_command
 
 for _command in (shingle, signature, band, candidates, verify, cluster, run, script, compare, query, tune, inspect,
-                 report_command, extract_command, *COMMANDS):
+                 eval_command, report_command, extract_command, *COMMANDS):
     cli.add_command(_command)
 
 __all__ = ["cli", "main"]

@@ -1,6 +1,7 @@
 """The commands: each parses its options into parameters (config.resolve), calls the library, and prints."""
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import os
@@ -8,7 +9,7 @@ import os
 import click
 from click.core import ParameterSource
 
-from .. import pipeline
+from .. import __version__, api, pipeline
 from ..config import (
     DEDUPED_MODES,
     CandidateParams,
@@ -40,6 +41,7 @@ from .extract import formats_line
 from .main import StageCommand
 from .options import (
     SIGNATURE_DEFAULTS,
+    Finite,
     band_options,
     candidate_options,
     cluster_options,
@@ -416,3 +418,50 @@ def inspect(ctx, paths, unit, k, whitespace, strip_punct, **source):
             if isinstance(record, VerifyRecord) and (line := recall_line(work, record.stats,
                                                                           record.params.threshold)):
                 click.echo(f"  {line}")
+
+
+EVAL_IGNORES = ("jobs", "scheduler", "scheduler_file", "force", "wait_lock", "progress", "select", "null", "color",
+                "exit_code", "reference_only")
+EVAL_FIELDS = ("threshold", "precision", "recall", "f1", "ari", "tp", "fp", "fn", "unjudged")
+EXACT_FIELDS = ("estimated_recall", "estimated_low", "estimated_high")
+
+
+@stage("eval")
+@click.option("--truth", required=True, metavar="FILE|exact",
+              help="Labelled pairs (a, b, label 1/0 or true/false) or cluster labels (id, cluster), as TSV, CSV or "
+                   "JSONL; or exact: every pair with exact Jaccard >= t among the work dir's documents.")
+@click.option("--pairs", "saved", type=click.Path(dir_okay=False), metavar="PAIRS.jsonl",
+              help="Score pairs saved from a run (--format jsonl output, or a work dir's verify/KEY.pairs.jsonl) "
+                   "instead of the work dir -w.")
+@click.option("--step", type=Finite(0, 1, min_open=True), default=0.05, show_default=True,
+              help="Also score at every multiple of STEP above the run's threshold.")
+@without(*EVAL_IGNORES)
+@common_options
+@click.pass_context
+def eval_command(ctx, truth, saved, step):
+    """Precision, recall and F1 of a run's pairs and the adjusted Rand index of its groups against a truth, at the
+    run's threshold and above it (below it the run kept no pairs). The run is the work dir -w, or --pairs."""
+    app = app_of(ctx)
+    refuse_common(ctx, "eval", EVAL_IGNORES)
+    if app.fmt == "fdupes":
+        raise click.UsageError("eval prints scores: --format fdupes (groups) does not apply")
+    if app.workdir and saved:
+        raise click.UsageError("give either -w/--workdir or --pairs, not both")
+    if app.runner is not None:  # the run's results are printed and committed when the chain ends
+        raise click.UsageError("eval scores a finished run: give it as a command of its own")
+    result = api.evaluate(truth, workdir=app.workdir, pairs=saved, step=step, log=app.log)
+    exact = result.counts["kind"] == "exact" and result.counts.get("bands") is not None
+    rows = [dataclasses.asdict(score) for score in result.scores]
+    app.start_output({})
+    if app.printer is not None:
+        app.printer.header(__version__, "scores", {"truth": truth, "step": step, **({"pairs": saved} if saved else {})})
+        app.printer.table("score", EVAL_FIELDS + (EXACT_FIELDS if exact else ()), rows)
+        app.printer.summary(result.counts)
+    first = result.scores[0]
+    app.log(f"summary: at threshold {first.threshold}: precision {_number(first.precision)}, recall "
+            f"{_number(first.recall)}, F1 {_number(first.f1)}, ARI {first.ari:.4f}"
+            + (f"; estimated recall {_number(first.estimated_recall)}" if exact else ""))
+
+
+def _number(value: float | None) -> str:
+    return "undefined" if value is None else f"{value:.4f}"

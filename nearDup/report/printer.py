@@ -155,6 +155,25 @@ class Printer:
     def text(self, text: str) -> None:
         self.stream.write(text)
 
+    def table(self, kind: str, fields: tuple[str, ...], rows: list[dict]) -> None:
+        """Rows of named numbers (eval's scores): JSONL records of type kind; tsv and csv with a header line; human
+        as aligned columns. Floats with 4 decimals but in JSONL; None is empty (tsv, csv), null, or - (human)."""
+        if self.fmt == "jsonl":
+            for row in rows:
+                self._json({"type": kind, **{f: row[f] for f in fields}})
+            return
+        cells = [["" if row[f] is None else f"{row[f]:.4f}" if isinstance(row[f], float) else str(row[f])
+                  for f in fields] for row in rows]
+        if self.fmt == "csv":
+            self._csv(list(fields), cells)
+        elif self.fmt == "human":
+            width = [max(len(f), *(len(c[i]) for c in cells)) for i, f in enumerate(fields)]
+            for line in [list(fields), *cells]:
+                self.stream.write("  ".join((c or "-").rjust(w) for c, w in zip(line, width)).rstrip() + self.end)
+        else:
+            for line in [list(fields), *cells]:
+                self.stream.write("\t".join(line) + self.end)
+
     # -------------------------------------------------------------------------------- helpers
     def _csv(self, header: list, rows) -> None:
         self.stream.write(",".join(header) + self.end)
