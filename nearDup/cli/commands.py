@@ -9,7 +9,7 @@ import os
 import click
 from click.core import ParameterSource
 
-from .. import __version__, api, pipeline
+from .. import __version__, pipeline
 from ..config import (
     DEDUPED_MODES,
     CandidateParams,
@@ -449,6 +449,8 @@ def eval_command(ctx, truth, saved, step):
         raise click.UsageError("give either -w/--workdir or --pairs, not both")
     if app.runner is not None:  # the run's results are printed and committed when the chain ends
         raise click.UsageError("eval scores a finished run: give it as a command of its own")
+    from .. import api  # when used: the command line's start-up does not import the API
+
     result = api.evaluate(truth, workdir=app.workdir, pairs=saved, step=step, log=app.log)
     exact = result.counts["kind"] == "exact" and result.counts.get("bands") is not None
     rows = [dataclasses.asdict(score) for score in result.scores]
