@@ -20,7 +20,7 @@ if missing:
     pytest.skip(f"no {' and no '.join(missing)}: install Debian's chromium and chromium-driver (as .ci/run does) to "
                 f"run the browser tests", allow_module_level=True)
 pytest.importorskip("selenium", reason="the browser tests drive Chromium with selenium (in the test extra)")
-pytest.importorskip("matplotlib", reason="the report needs nearDup[report]")
+pytest.importorskip("jinja2", reason="the report needs nearDup[report]")
 
 from selenium import webdriver  # noqa: E402
 from selenium.webdriver.chrome.service import Service  # noqa: E402
