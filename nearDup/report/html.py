@@ -12,7 +12,6 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import importlib
-import io
 import itertools
 import json
 import re
@@ -36,7 +35,6 @@ from ..store.workdir import WorkDir
 from ..text.read import STREAM_BYTES, decode
 from ..wording import human_size, plural
 from . import figures
-from .printer import Printer
 from .results import summary_line
 
 MISSING_EXTRA = "--report needs jinja2: pip install 'nearDup[report]'"
@@ -78,8 +76,8 @@ class ReportData:
     title: str
     summary: list  # [(label, value), ...]
     params: dict
-    pairs_json: str = "[]"  # the pair records exactly as `--format jsonl` prints them, as a JSON array
-    groups_json: str = "[]"  # the group records likewise
+    pairs_json: str = "[]"  # the pair records as the work dir stores them (verify's pairs.jsonl), as a JSON array
+    groups_json: str = "[]"  # the group records likewise (cluster's clusters.jsonl)
     sizes: tuple = ()  # each group's size (for the figure: the JSON above is not parsed again)
     docs: dict = dataclasses.field(default_factory=dict)  # id -> [size, "YYYY-MM-DD"] of group members
     verified: tuple = ()  # exact Jaccard of the verified entries (a pair, or the pairs of classes of copies)
@@ -137,10 +135,10 @@ def load(work: WorkDir) -> ReportData:
     views, left = _views(groups, docs, shingle_record.params)
     if left:
         notes.append(left)
-    pairs_json = _jsonl(lambda p: p.pairs(itertools.islice(pairs, MAX_PAIRS)))
-    return ReportData(f"nearDup report: {summary[0][1]}", summary, params, pairs_json,
-                      _jsonl(lambda p: p.groups(groups)), tuple(g["size"] for g in groups), info, verified,
-                      verified_counts, rejected, rejected_counts, rejected_note,
+    return ReportData(f"nearDup report: {summary[0][1]}", summary, params,
+                      _json_lines(work.current("verify", "pairs.jsonl"), MAX_PAIRS),
+                      _json_lines(work.current("cluster", "clusters.jsonl")), tuple(g["size"] for g in groups), info,
+                      verified, verified_counts, rejected, rejected_counts, rejected_note,
                       params["bands"], params["rows"], threshold, tuple(views), tuple(notes))
 
 
@@ -155,11 +153,12 @@ def load_pair(a: str, b: str, params: ShingleParams, threshold: float) -> Report
                       threshold=threshold)
 
 
-def _jsonl(write) -> str:
-    """Records as the JSONL printer writes them, joined into one JSON array (so they equal stdout's)."""
-    out = io.StringIO()
-    write(Printer(out, "jsonl"))
-    return "[" + ",".join(out.getvalue().splitlines()) + "]"
+def _json_lines(path: Path, limit: int | None = None) -> str:
+    """The first `limit` records of a stored JSONL file as one JSON array, copied as text: the records are the ones
+    `--format jsonl` prints (with keys sorted, without "type"; a group's members also have their document number),
+    and parsing and printing them again took a third of a report's time."""
+    with open(path, encoding="utf-8", errors="surrogatepass") as f:
+        return "[" + ",".join(line.rstrip("\n") for line in itertools.islice(f, limit)) + "]"
 
 
 def _dates(mtime_ns: np.ndarray) -> list[str]:
@@ -326,22 +325,28 @@ def _pieces(text: str, params: ShingleParams) -> tuple[list[str], list[str]]:
     normalised on its own, as normalise() would (NFKC, case folding, punctuation, blanks)."""
     from ..text.normalise import _punctuation_table
 
-    pieces: list[str] = []
-    for m in re.finditer(r"\s+|.", text, re.DOTALL):
-        piece = m.group()
-        if pieces and not piece.isspace() and unicodedata.combining(piece[0]):
-            pieces[-1] += piece
-        else:
-            pieces.append(piece)
+    pieces: list[str] = re.findall(r"\s+|.", text, re.DOTALL)
+    if not text.isascii():  # (ASCII has no combining marks)
+        merged: list[str] = []
+        for piece in pieces:
+            if merged and not piece.isspace() and unicodedata.combining(piece[0]):
+                merged[-1] += piece
+            else:
+                merged.append(piece)
+        pieces = merged
+    table = _punctuation_table() if params.strip_punct else None
+    known: dict[str, str] = {}  # a piece normalises alike wherever it is: each distinct piece once
     out = []
-    for i, piece in enumerate(pieces):
-        blank = piece.isspace()
-        norm = unicodedata.normalize("NFKC", piece).casefold()
-        if params.strip_punct:
-            norm = norm.translate(_punctuation_table())
-        if params.unit == "char" and blank:
-            norm = "" if params.whitespace == "remove" or i in (0, len(pieces) - 1) else " "
+    for piece in pieces:
+        norm = known.get(piece)
+        if norm is None:
+            norm = unicodedata.normalize("NFKC", piece).casefold()
+            known[piece] = norm = norm.translate(table) if table is not None else norm
         out.append(norm)
+    if params.unit == "char":  # blanks, as normalise() leaves them between characters
+        last = len(pieces) - 1
+        out = [("" if params.whitespace == "remove" or i in (0, last) else " ") if piece.isspace() else norm
+               for i, (piece, norm) in enumerate(zip(pieces, out))]
     return pieces, out
 
 
