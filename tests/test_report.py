@@ -14,6 +14,7 @@ import unicodedata
 from html.parser import HTMLParser
 from pathlib import Path
 
+import numpy as np
 import pytest
 from click.testing import CliRunner
 
@@ -157,19 +158,16 @@ def _figure(page: str, name: str) -> str:
 
 @extra
 def test_figures_draw_the_brute_force_numbers(sample):
-    """The figures' bars and points, read back from the SVG, against counts made here from the data: the
-    histogram's bars (their titles) against the verified and rejected Jaccard, binned by hand; the bars' heights
-    are proportional to those counts; the group sizes against the JSONL groups; the S-curve's points are on the
-    curve 1 - (1 - s^r)^b."""
+    """The figures' bars and points, read back from pygal's SVG, against numbers made here from the data: the
+    histogram's bars (their titles) against the verified and rejected Jaccard, binned by hand, and their heights
+    proportional to the stacked counts; the group sizes against the JSONL groups; the S-curve's points are the
+    verified Jaccard on 1 - (1 - s^r)^b, and drawn on the curve."""
     page = sample["report"].read_text(encoding="utf-8")
     data = html.load(WorkDir(sample["w"], create=False))
     jaccard = _figure(page, "jaccard")
-    bars = re.findall(r'<rect class="(\w+)" x="[\d.]+" y="[\d.]+" width="[\d.]+" height="([\d.]+)"[^>]*>'
-                      r'<title>([\d.]+)-([\d.]+): (\d+) \1</title>', jaccard)
-    drawn: dict = {}
-    for kind, height, lo, _hi, n in bars:
-        drawn[kind, lo] = int(n)
-        assert float(height) / int(n) == pytest.approx(float(bars[0][1]) / int(bars[0][4]), abs=0.02)
+    bars = re.findall(r'<title>([\d.]+)-([\d.]+): (\d+) (verified|rejected)</title><rect [^>]*height="([\d.]+)"',
+                      jaccard)
+    drawn = {(kind, lo): int(n) for lo, _hi, n, kind, _h in bars}
     expected: dict = {}
     for kind, scores, counts in (("rejected", data.rejected, data.rejected_counts),
                                  ("verified", data.verified, data.verified_counts)):
@@ -177,6 +175,10 @@ def test_figures_draw_the_brute_force_numbers(sample):
             b = min(int(j * 50), 49)  # 50 bins of 0.02; 1.0 falls in the last one (numpy's closed last bin)
             expected[kind, f"{b / 50:.2f}"] = expected.get((kind, f"{b / 50:.2f}"), 0) + n
     assert drawn == expected and sum(n for (k, _), n in drawn.items() if k == "verified") == 10
+    # stacked: a verified bar reaches rejected + verified of its bin, a rejected bar its own count
+    tops = [(drawn.get(("rejected", lo), 0) + (int(n) if kind == "verified" else 0), float(h))
+            for lo, _hi, n, kind, h in bars]
+    assert len({round(h / top, 6) for top, h in tops}) == 1
     sizes = _figure(page, "sizes")
     r = invoke("-w", sample["w"], "cluster", "--format", "jsonl")
     groups = [json.loads(line) for line in r.stdout.splitlines() if '"type": "group"' in line]
@@ -185,12 +187,15 @@ def test_figures_draw_the_brute_force_numbers(sample):
     assert dict(re.findall(r"<title>(\d+) documents: (\d+) groups</title>", sizes)) == \
         {k: str(v) for k, v in counted.items()}
     curve = _figure(page, "scurve")
-    points = [(float(x), float(y)) for x, y in re.findall(r'<circle cx="([\d.]+)" cy="([\d.]+)" r="2"/>', curve)]
-    assert len(points) == len({round(j, 3) for j in data.verified}) > 1
-    for x, y in points:  # pixels back to (s, P): the plot area is figures.LEFT..RIGHT by BOTTOM..TOP over 0-1.02
-        s = (x - figures.LEFT) / (figures.RIGHT - figures.LEFT)
-        p = (figures.BOTTOM - y) / (figures.BOTTOM - figures.TOP) * 1.02
-        assert p == pytest.approx(1 - (1 - s ** 9) ** 14, abs=0.02)
+    points = re.findall(r'<title>s = ([\d.]+): P = ([\d.]+)</title><circle cx="([\d.]+)" cy="([\d.]+)"', curve)
+    assert [float(s) for s, *_ in points] == sorted({round(j, 3) for j in data.verified}) and len(points) > 1
+    (line,) = re.findall(r'<path d="M([\d. L]+)" class="line reactive nofill"', curve)[:1]
+    xy = np.array(line.replace("L", "").split(), dtype=float).reshape(-1, 2)
+    for s, p, x, y in points:
+        assert float(p) == pytest.approx(1 - (1 - float(s) ** 9) ** 14, abs=6e-4)
+        assert float(y) == pytest.approx(np.interp(float(x), xy[:, 0], xy[:, 1]), abs=1.0)  # on the drawn curve
+    for svg in (jaccard, sizes, curve):  # nothing that changes between calls, nothing fetched
+        assert "<!--" not in svg and "<script" not in svg and not re.search(r"[0-9a-f]{8}-[0-9a-f]{4}-", svg)
 
 
 def test_nice_ticks_cover_the_largest_count_in_steps_of_1_2_or_5():
@@ -280,16 +285,17 @@ def test_report_of_a_work_dir_without_groups_names_the_stage_to_run(sample, tmp_
     assert not (tmp_path / "r.html").exists()
 
 
-def test_without_the_extra_report_fails_in_one_line_before_any_work(tmp_path):
+@pytest.mark.parametrize("missing", ["jinja2", "pygal"])
+def test_without_the_extra_report_fails_in_one_line_before_any_work(tmp_path, missing):
     blocker = tmp_path / "block"
     blocker.mkdir()
-    (blocker / "jinja2.py").write_text("raise ImportError('not installed')\n")
+    (blocker / f"{missing}.py").write_text("raise ImportError('not installed')\n")
     w = tmp_path / "w"
     r = subprocess.run([sys.executable, "-m", "nearDup", "-w", str(w), "run", str(SAMPLE), "--report",
                         str(tmp_path / "r.html")], capture_output=True, text=True,
                        env={"PYTHONPATH": str(blocker), "PATH": "/usr/bin:/bin"})
     assert r.returncode == 2 and r.stdout == "" and r.stderr.splitlines() == [
-        "neardup: error: --report needs jinja2: pip install 'nearDup[report]'"]
+        "neardup: error: --report needs jinja2 and pygal: pip install 'nearDup[report]'"]
     assert not w.exists() and not (tmp_path / "r.html").exists()
 
 

@@ -37,7 +37,7 @@ from ..wording import human_size, plural
 from . import figures
 from .results import summary_line
 
-MISSING_EXTRA = "--report needs jinja2: pip install 'nearDup[report]'"
+MISSING_EXTRA = "--report needs jinja2 and pygal: pip install 'nearDup[report]'"
 VIEW_GROUPS = 20  # pair views (keeper against each duplicate) are made for the first groups only,
 VIEW_PAIRS = 60  # at most this many,
 VIEW_CHARS = 2_000_000  # and at most this much text in all: the others get the command that makes their report
@@ -49,7 +49,8 @@ MAX_PAIRS = 100_000  # pair records in the page (about 200 bytes each)
 def require_extra() -> None:
     """Refuse early, in one line, when the report's libraries are not installed."""
     try:
-        importlib.import_module("jinja2")
+        for name in ("jinja2", "pygal"):  # the template, the figures
+            importlib.import_module(name)
     except ImportError:
         raise NearDupError(MISSING_EXTRA) from None
 
@@ -366,10 +367,9 @@ def render(data: ReportData) -> str:
 def _page(data: ReportData):
     """The page in pieces: the template's text around the data blob, and the blob's parts as they are (the blob is
     most of the page, megabytes for 10,000 groups: neither the template engine nor a join copies it)."""
-    try:
-        import jinja2
-    except ImportError:
-        raise NearDupError(MISSING_EXTRA) from None
+    require_extra()
+    import jinja2
+
     env = jinja2.Environment(loader=jinja2.PackageLoader("nearDup.report", "templates"), autoescape=True,
                              keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True)
     shown = []
