@@ -57,6 +57,7 @@ def _chart(kind: str, name: str, colors: tuple[str, ...], **config):
 
 
 def _stable(name: str, uuid: str, comment) -> Callable:
+    """The xml filter: the same data give the same bytes, and nothing is left that only pygal's script would use."""
     def clean(root):
         for child in list(root):
             if child.tag is comment or child.tag == "title":  # the date; "Pygal" (the caption names the figure)
@@ -113,17 +114,16 @@ def histogram(edges: np.ndarray, rejected: np.ndarray, verified: np.ndarray, thr
     hatch = ('<pattern id="hatch-jaccard" width="4" height="4" patternUnits="userSpaceOnUse" '
              f'patternTransform="rotate(45)"><rect width="4" height="4" fill="{GREY}"/>'
              f'<path d="M0 0V4" stroke="{INK}" stroke-width="0.8"/></pattern>')
+    axis = _count_labels(float(np.max(total, initial=0)))
     c = _chart("Histogram", "jaccard", (BLUE, "url(#hatch-jaccard)", "#444"), defs=[hatch], xrange=(0, 1),
-               x_labels=[t / 5 for t in range(6)], x_title="exact Jaccard of candidate pairs", y_title="pairs",
-               **_count_labels(float(np.max(total, initial=0))))
+               x_labels=[t / 5 for t in range(6)], x_title="exact Jaccard of candidate pairs", y_title="pairs", **axis)
     bins = list(zip(edges[:-1].tolist(), edges[1:].tolist()))
     for label, kind, heights, counts in ((labels[1], "verified", total, verified),
                                          (labels[0], "rejected", rejected, rejected)):
         c.add(label, [{"value": (h, lo, hi), "label": f"{lo:.2f}-{hi:.2f}: {n:,.0f} {kind}"}
                       for (lo, hi), h, n in zip(bins, heights.tolist(), counts.tolist()) if n > 0])
     if threshold is not None:  # a bar as thin as a line, as high as the axis
-        c.add(f"threshold {threshold}", [(nice_ticks(float(np.max(total, initial=0)))[-1], threshold,
-                                          threshold + 0.002)])
+        c.add(f"threshold {threshold}", [(axis["range"][1], threshold, threshold + 0.002)])
     return c.render(is_unicode=True)
 
 
