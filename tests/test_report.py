@@ -14,18 +14,19 @@ import unicodedata
 from html.parser import HTMLParser
 from pathlib import Path
 
+import numpy as np
 import pytest
 from click.testing import CliRunner
 
 from nearDup.cli import cli
 from nearDup.config import ShingleParams
-from nearDup.report import html
+from nearDup.report import figures, html
 from nearDup.store.workdir import WorkDir
 
 from conftest import SAMPLE, reference_shingles
 
-extra = pytest.mark.skipif(not all(importlib.util.find_spec(m) for m in ("jinja2", "matplotlib")),
-                           reason="the report needs nearDup[report] (jinja2, matplotlib): pip install '.[report]'")
+extra = pytest.mark.skipif(not importlib.util.find_spec("jinja2"),
+                           reason="the report needs nearDup[report] (jinja2): pip install '.[report]'")
 
 
 def invoke(*args):
@@ -85,15 +86,25 @@ def test_report_is_one_file_that_requests_nothing(sample):
     assert sum(t == "svg" for t, _ in page.tags) == 3  # S-curve, Jaccard histogram, group sizes
 
 
+def _as_printed(record: dict, kind: str) -> dict:
+    """A stored record (the page holds them as the work dir does) as `--format jsonl` prints it: with its type,
+    and members without their document number."""
+    out = {"type": kind, **record}
+    if "members" in out:
+        out["members"] = [{k: v for k, v in m.items() if k != "doc"} for m in out["members"]]
+    return out
+
+
 @extra
 def test_report_data_equal_the_jsonl_results(sample):
     blob = Page(sample["report"].read_text(encoding="utf-8")).blob()
     printed = [json.loads(line) for line in sample["stdout"].splitlines()]
-    assert blob["pairs"] == [r for r in printed if r["type"] == "pair"] and len(blob["pairs"]) == 10
+    assert [_as_printed(p, "pair") for p in blob["pairs"]] == [r for r in printed if r["type"] == "pair"]
+    assert len(blob["pairs"]) == 10
     r = invoke("-w", sample["w"], "cluster", "--format", "jsonl")
     assert r.exit_code == 0
     groups = [json.loads(line) for line in r.stdout.splitlines() if '"type": "group"' in line]
-    assert blob["groups"] == groups and len(groups) == 6
+    assert [_as_printed(g, "group") for g in blob["groups"]] == groups and len(groups) == 6
     # each member's size and date are its file's
     for g in groups:
         for m in g["members"]:
@@ -105,7 +116,8 @@ def test_a_page_holds_at_most_max_pairs_pair_records_and_says_so(sample, monkeyp
     monkeypatch.setattr(html, "MAX_PAIRS", 4)
     data = html.load(WorkDir(sample["w"], create=False))
     printed = [json.loads(line) for line in sample["stdout"].splitlines()]
-    assert json.loads(data.pairs_json) == [r for r in printed if r["type"] == "pair"][:4]
+    assert [_as_printed(p, "pair") for p in json.loads(data.pairs_json)] == \
+        [r for r in printed if r["type"] == "pair"][:4]
     assert any("first 4 of the 10 verified pairs" in note for note in data.notes)
     assert sum(data.verified_counts) == 10  # the figures still hold every pair (copies: one entry, many)
 
@@ -137,6 +149,62 @@ def test_summary_and_histogram_hold_what_verify_and_cluster_found(sample):
     expanded = [j for j, n in zip(data.verified, data.verified_counts) for _ in range(n)]  # entries -> pairs
     assert sorted(expanded) == sorted(p["jaccard"] for p in json.loads(data.pairs_json))
     assert (data.bands, data.rows, data.threshold) == (14, 9, 0.8)
+
+
+def _figure(page: str, name: str) -> str:
+    (svg,) = re.findall(rf'<svg [^>]*aria-labelledby="fig-{name}".*?</svg>', page, re.DOTALL)
+    return svg
+
+
+@extra
+def test_figures_draw_the_brute_force_numbers(sample):
+    """The figures' bars and points, read back from pygal's SVG, against numbers made here from the data: the
+    histogram's bars (their titles) against the verified and rejected Jaccard, binned by hand, and their heights
+    proportional to the stacked counts; the group sizes against the JSONL groups; the S-curve's points are the
+    verified Jaccard on 1 - (1 - s^r)^b, and drawn on the curve."""
+    page = sample["report"].read_text(encoding="utf-8")
+    data = html.load(WorkDir(sample["w"], create=False))
+    jaccard = _figure(page, "jaccard")
+    bars = re.findall(r'<title>([\d.]+)-([\d.]+): (\d+) (verified|rejected)</title><rect [^>]*height="([\d.]+)"',
+                      jaccard)
+    drawn = {(kind, lo): int(n) for lo, _hi, n, kind, _h in bars}
+    expected: dict = {}
+    for kind, scores, counts in (("rejected", data.rejected, data.rejected_counts),
+                                 ("verified", data.verified, data.verified_counts)):
+        for j, n in zip(scores, counts or [1] * len(scores)):
+            b = min(int(j * 50), 49)  # 50 bins of 0.02; 1.0 falls in the last one (numpy's closed last bin)
+            expected[kind, f"{b / 50:.2f}"] = expected.get((kind, f"{b / 50:.2f}"), 0) + n
+    assert drawn == expected and sum(n for (k, _), n in drawn.items() if k == "verified") == 10
+    # stacked: a verified bar reaches rejected + verified of its bin, a rejected bar its own count
+    tops = [(drawn.get(("rejected", lo), 0) + (int(n) if kind == "verified" else 0), float(h))
+            for lo, _hi, n, kind, h in bars]
+    assert len({round(h / top, 6) for top, h in tops}) == 1
+    sizes = _figure(page, "sizes")
+    r = invoke("-w", sample["w"], "cluster", "--format", "jsonl")
+    groups = [json.loads(line) for line in r.stdout.splitlines() if '"type": "group"' in line]
+    assert len(groups) == 6
+    counted = {str(s): sum(g["size"] == s for g in groups) for s in {g["size"] for g in groups}}
+    assert dict(re.findall(r"<title>(\d+) documents: (\d+) groups</title>", sizes)) == \
+        {k: str(v) for k, v in counted.items()}
+    curve = _figure(page, "scurve")
+    points = re.findall(r'<title>s = ([\d.]+): P = ([\d.]+)</title><circle cx="([\d.]+)" cy="([\d.]+)"', curve)
+    assert [float(s) for s, *_ in points] == sorted({round(j, 3) for j in data.verified}) and len(points) > 1
+    (line,) = re.findall(r'<path d="M([\d. L]+)" class="line reactive nofill"', curve)[:1]
+    xy = np.array(line.replace("L", "").split(), dtype=float).reshape(-1, 2)
+    for s, p, x, y in points:
+        assert float(p) == pytest.approx(1 - (1 - float(s) ** 9) ** 14, abs=6e-4)
+        assert float(y) == pytest.approx(np.interp(float(x), xy[:, 0], xy[:, 1]), abs=1.0)  # on the drawn curve
+    for svg in (jaccard, sizes, curve):  # nothing that changes between calls, nothing fetched
+        assert "<!--" not in svg and "<script" not in svg and not re.search(r"[0-9a-f]{8}-[0-9a-f]{4}-", svg)
+
+
+def test_nice_ticks_cover_the_largest_count_in_steps_of_1_2_or_5():
+    for top in (0, 1, 3, 4.3, 7, 10, 11, 99, 1234, 10**6 + 1):
+        ticks = figures.nice_ticks(top)
+        step = ticks[1] - ticks[0]
+        assert ticks[0] == 0 and ticks[-1] >= top and ticks[-2] < max(top, 1) and 2 <= len(ticks) <= 7
+        assert step >= 1 and step / 10 ** len(str(int(step))[1:]) in (1, 2, 5)
+        assert all(b - a == step for a, b in itertools.pairwise(ticks))
 
 
 def _marked(segments) -> list[tuple[int, int]]:
@@ -217,16 +285,17 @@ def test_report_of_a_work_dir_without_groups_names_the_stage_to_run(sample, tmp_
     assert not (tmp_path / "r.html").exists()
 
 
-def test_without_the_extra_report_fails_in_one_line_before_any_work(tmp_path):
+@pytest.mark.parametrize("missing", ["jinja2", "pygal"])
+def test_without_the_extra_report_fails_in_one_line_before_any_work(tmp_path, missing):
     blocker = tmp_path / "block"
     blocker.mkdir()
-    (blocker / "matplotlib.py").write_text("raise ImportError('not installed')\n")
+    (blocker / f"{missing}.py").write_text("raise ImportError('not installed')\n")
     w = tmp_path / "w"
     r = subprocess.run([sys.executable, "-m", "nearDup", "-w", str(w), "run", str(SAMPLE), "--report",
                         str(tmp_path / "r.html")], capture_output=True, text=True,
                        env={"PYTHONPATH": str(blocker), "PATH": "/usr/bin:/bin"})
     assert r.returncode == 2 and r.stdout == "" and r.stderr.splitlines() == [
-        "neardup: error: --report needs jinja2 and matplotlib: pip install 'nearDup[report]'"]
+        "neardup: error: --report needs jinja2 and pygal: pip install 'nearDup[report]'"]
     assert not w.exists() and not (tmp_path / "r.html").exists()
 
 

@@ -1,12 +1,16 @@
-"""The HTML report in a real browser (issue 21): Debian's Chromium, headless, driven by Selenium through the
-system's chromedriver (nothing is downloaded). Skipped, with the reason, where either is missing; .ci/run installs
-them. One browser for the module: about 3 s to start."""
+"""The HTML report in real browsers (issue 21), headless, with nothing downloaded: Debian's Chromium driven by
+Selenium through the system's chromedriver, and Debian's Firefox ESR driven through Marionette, its own remote
+protocol, by Mozilla's marionette_driver (geckodriver, which Selenium would need, is not packaged by Debian). Every
+test runs in both; each browser is skipped, with the reason, where it is missing. .ci/run installs both. One
+browser per module: a few seconds to start."""
 from __future__ import annotations
 
 import json
 import os
 import shutil
+import subprocess
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -14,28 +18,45 @@ from click.testing import CliRunner
 
 from conftest import SAMPLE
 
-CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
-missing = [p for p in (CHROMIUM, CHROMEDRIVER) if not os.path.exists(p)]
-if missing:
-    pytest.skip(f"no {' and no '.join(missing)}: install Debian's chromium and chromium-driver (as .ci/run does) to "
-                f"run the browser tests", allow_module_level=True)
-pytest.importorskip("selenium", reason="the browser tests drive Chromium with selenium (in the test extra)")
-pytest.importorskip("matplotlib", reason="the report needs nearDup[report]")
+pytest.importorskip("jinja2", reason="the report needs nearDup[report]")
 
-from selenium import webdriver  # noqa: E402
-from selenium.webdriver.chrome.service import Service  # noqa: E402
-from selenium.webdriver.common.by import By  # noqa: E402
-from selenium.webdriver.common.keys import Keys  # noqa: E402
+from nearDup.cli import cli
+from nearDup.report import html
 
-from nearDup.cli import cli  # noqa: E402
-from nearDup.report import html  # noqa: E402
-
+CHROMIUM, CHROMEDRIVER, FIREFOX = "/usr/bin/chromium", "/usr/bin/chromedriver", "/usr/bin/firefox"
+WIDTH, HEIGHT = 1280, 900
 FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-         "--disable-component-update", "--no-first-run", "--disable-sync", "--window-size=1280,900")
+         "--disable-component-update", "--no-first-run", "--disable-sync", f"--window-size={WIDTH},{HEIGHT}")
+# Firefox: Marionette on a free port (written to the profile's MarionetteActivePort), content console messages on
+# stdout (where the tests read them: Marionette has no log command), and its own background services off.
+FIREFOX_PREFS = {"marionette.port": 0, "devtools.console.stdout.content": True,
+                 "services.settings.server": "data:,#remote-settings-dummy/v1", "app.normandy.enabled": False,
+                 "app.update.disabledForTesting": True, "browser.shell.checkDefaultBrowser": False,
+                 "datareporting.policy.dataSubmissionEnabled": False, "toolkit.telemetry.enabled": False,
+                 "browser.startup.page": 0, "network.connectivity-service.enabled": False}
 
 
-@pytest.fixture(scope="module")
-def browser():
+class By:  # W3C WebDriver's locator strategies (what selenium's By holds; Marionette takes the same)
+    ID, CSS_SELECTOR, TAG_NAME = "id", "css selector", "tag name"
+
+
+class Keys:  # W3C WebDriver's key codes (selenium's Keys; Marionette's too)
+    TAB, ENTER, ESCAPE, CONTROL, DELETE = "\ue004", "\ue007", "\ue00c", "\ue009", "\ue017"
+
+
+def _missing(*paths: str) -> list[str]:
+    return [p for p in paths if not os.path.exists(p)]
+
+
+def _chromium():
+    missing = _missing(CHROMIUM, CHROMEDRIVER)
+    if missing:
+        pytest.skip(f"no {' and no '.join(missing)}: install Debian's chromium and chromium-driver (as .ci/run does) "
+                    f"to run the browser tests in Chromium")
+    pytest.importorskip("selenium", reason="the browser tests drive Chromium with selenium (in the test extra)")
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
     profile = tempfile.mkdtemp(prefix="neardup-chromium-")
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
@@ -48,6 +69,95 @@ def browser():
     finally:
         driver.quit()
         shutil.rmtree(profile, ignore_errors=True)
+
+
+class _Switch:
+    def __init__(self, client):
+        self._client = client
+
+    @property
+    def active_element(self):
+        return self._client.get_active_element()
+
+
+class Firefox:
+    """The few Selenium WebDriver calls these tests make, on a Marionette client (both speak W3C WebDriver's
+    commands: the locator strategies and key codes are the same strings)."""
+
+    name = "firefox"
+
+    def __init__(self, client, output: Path):
+        self.client, self.output, self._seen = client, output, 0
+        self.switch_to = _Switch(client)
+
+    def get(self, url: str) -> None:
+        self.client.navigate(url)
+
+    def execute_script(self, script: str, *args):
+        return self.client.execute_script(script, script_args=list(args), sandbox=None)  # the page's own window
+
+    def find_element(self, by: str, value: str):
+        return self.client.find_element(by, value)
+
+    def find_elements(self, by: str, value: str):
+        return self.client.find_elements(by, value)
+
+    def save_screenshot(self, path: str) -> bool:
+        Path(path).write_bytes(self.client.screenshot(format="binary", full=False))
+        return True
+
+    def get_log(self, kind: str) -> list[dict]:
+        """"browser": the errors and warnings of pages that Firefox printed since the last call, as Chromium's
+        log entries: script errors in a file:// page, and console.error and .warn of a page (printed with their
+        text quoted; Firefox's own modules print theirs unquoted, after their name)."""
+        assert kind == "browser", "Firefox has no performance log"
+        text = self.output.read_text(encoding="utf-8", errors="replace")
+        lines, self._seen = text[self._seen:].splitlines(), len(text)
+        return [{"level": "SEVERE" if "error" in line.split(":")[0] else "WARNING", "message": line}
+                for line in lines if line.startswith(("JavaScript error: file://", "JavaScript warning: file://",
+                                                      'console.error: "', 'console.warn: "'))]
+
+
+def _firefox():
+    if _missing(FIREFOX):
+        pytest.skip(f"no {FIREFOX}: install Debian's firefox-esr (as .ci/run does) to run the browser tests in "
+                    f"Firefox")
+    marionette = pytest.importorskip("marionette_driver.marionette",
+                                     reason="the browser tests drive Firefox with marionette_driver (in the test "
+                                            "extra)")
+    profile = Path(tempfile.mkdtemp(prefix="neardup-firefox-"))
+    (profile / "user.js").write_text("".join(f"user_pref({json.dumps(k)}, {json.dumps(v)});\n"
+                                             for k, v in FIREFOX_PREFS.items()))
+    output = profile / "stdout.txt"
+    with open(output, "wb") as out:
+        process = subprocess.Popen([FIREFOX, "--headless", "--marionette", "--no-remote", "--profile", str(profile)],
+                                   stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    try:
+        port_file, deadline = profile / "MarionetteActivePort", time.monotonic() + 60
+        while not port_file.exists() or not port_file.read_text().strip():
+            assert process.poll() is None, output.read_text(errors="replace")
+            assert time.monotonic() < deadline, "Firefox did not open its Marionette port in 60 s"
+            time.sleep(0.1)
+        client = marionette.Marionette(host="127.0.0.1", port=int(port_file.read_text()))
+        client.start_session()
+        client.set_window_rect(width=WIDTH, height=HEIGHT)
+        try:
+            yield Firefox(client, output)
+        finally:
+            client.delete_session()
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        shutil.rmtree(profile, ignore_errors=True)
+
+
+@pytest.fixture(scope="module", params=["chromium", "firefox"])
+def browser(request):
+    yield from (_chromium() if request.param == "chromium" else _firefox())
 
 
 @pytest.fixture(scope="module")
@@ -67,7 +177,9 @@ def sample(tmp_path_factory):
 
 
 def open_page(driver, path: Path):
-    driver.get_log("performance")  # drop what came before
+    driver.get_log("browser")  # drop what came before
+    if driver.name == "chrome":
+        driver.get_log("performance")
     driver.get(path.as_uri())
     assert driver.execute_script("return document.body.dataset.ready") == "1"
 
@@ -84,13 +196,15 @@ def test_loads_without_console_errors_or_any_request(browser, sample):
     open_page(browser, sample["report"])
     errors = [e for e in browser.get_log("browser") if e["level"] in ("SEVERE", "WARNING")]
     assert errors == []
+    assert browser.execute_script("return performance.getEntriesByType('resource').length") == 0
+    if browser.name != "chrome":
+        return  # Marionette has no network log: the Content-Security-Policy forbids requests (test_report.py)
     page = sample["report"].as_uri()
     events = [json.loads(e["message"])["message"] for e in browser.get_log("performance")]
     requests = [e["params"] for e in events if e["method"] == "Network.requestWillBeSent"]
     assert [r["request"]["url"] for r in requests if r["request"]["url"] == page]  # the log works
     assert [r["request"]["url"] for r in requests if r.get("documentURL") == page and r["request"]["url"] != page] \
         == []
-    assert browser.execute_script("return performance.getEntriesByType('resource').length") == 0
 
 
 def test_groups_show_what_the_results_say(browser, sample):
@@ -190,3 +304,18 @@ def test_the_report_of_one_pair_opens_on_its_pair_view(browser, sample, tmp_path
     assert len(browser.find_elements(By.CSS_SELECTOR, "#text-a mark")) == 2  # either side of the changed word
     assert len(browser.find_elements(By.CSS_SELECTOR, "#text-b mark.alt")) == 1
     assert [e for e in browser.get_log("browser") if e["level"] == "SEVERE"] == []
+
+
+def test_the_console_check_sees_a_script_error(browser, tmp_path):
+    """The check that a report loads without errors can fail: a page with a script error is seen (in Firefox,
+    through its stdout)."""
+    page = tmp_path / "broken.html"
+    page.write_text('<!DOCTYPE html><html><head><meta charset="utf-8"></head><body>'
+                    '<script>document.body.dataset.ready = "1"; null.x;</script></body></html>', encoding="utf-8")
+    open_page(browser, page)
+    for _ in range(50):  # (Firefox's output reaches its file a moment later)
+        errors = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
+        if errors:
+            break
+        time.sleep(0.1)
+    assert len(errors) == 1 and "null" in errors[0]["message"]

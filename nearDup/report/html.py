@@ -3,16 +3,15 @@ with the summary, the S-curve, the Jaccard histogram of the candidates, the grou
 10,000 groups from an inline JSON blob, and pair views with the shared passages marked in the original text.
 
 Two halves: `render(data)` is a pure function from a ReportData (plain values) to one HTML string, byte-identical
-for equal data (no timestamps; matplotlib's SVG with a fixed hash salt and no date); `load(work)` and
+for equal data (no timestamps; the figures are SVG written by figures.py with fixed precision); `load(work)` and
 `load_pair(...)` build that data from a work dir or from two files, through the library's own readers (stored
-pairs, groups, stage records, compare.run for the passages). jinja2 and matplotlib come with nearDup[report].
+pairs, groups, stage records, compare.run for the passages). jinja2 comes with nearDup[report].
 """
 from __future__ import annotations
 
 import bisect
 import dataclasses
 import importlib
-import io
 import itertools
 import json
 import re
@@ -23,7 +22,7 @@ import numpy as np
 
 from ..config import ShingleParams
 from ..errors import NearDupError
-from ..kernels import lsh, sets
+from ..kernels import sets
 from ..pipeline import compare
 from ..pipeline.cluster import clusters
 from ..pipeline.copies import among, stored_entries, verified_entries
@@ -35,10 +34,10 @@ from ..store.manifest import ShingleRecord, VerifyRecord
 from ..store.workdir import WorkDir
 from ..text.read import STREAM_BYTES, decode
 from ..wording import human_size, plural
-from .printer import Printer
+from . import figures
 from .results import summary_line
 
-MISSING_EXTRA = "--report needs jinja2 and matplotlib: pip install 'nearDup[report]'"
+MISSING_EXTRA = "--report needs jinja2 and pygal: pip install 'nearDup[report]'"
 VIEW_GROUPS = 20  # pair views (keeper against each duplicate) are made for the first groups only,
 VIEW_PAIRS = 60  # at most this many,
 VIEW_CHARS = 2_000_000  # and at most this much text in all: the others get the command that makes their report
@@ -49,11 +48,11 @@ MAX_PAIRS = 100_000  # pair records in the page (about 200 bytes each)
 
 def require_extra() -> None:
     """Refuse early, in one line, when the report's libraries are not installed."""
-    for module in ("jinja2", "matplotlib"):
-        try:
-            importlib.import_module(module)
-        except ImportError:
-            raise NearDupError(MISSING_EXTRA) from None
+    try:
+        for name in ("jinja2", "pygal"):  # the template, the figures
+            importlib.import_module(name)
+    except ImportError:
+        raise NearDupError(MISSING_EXTRA) from None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,8 +77,9 @@ class ReportData:
     title: str
     summary: list  # [(label, value), ...]
     params: dict
-    pairs_json: str = "[]"  # the pair records exactly as `--format jsonl` prints them, as a JSON array
-    groups_json: str = "[]"  # the group records likewise
+    pairs_json: str = "[]"  # the pair records as the work dir stores them (verify's pairs.jsonl), as a JSON array
+    groups_json: str = "[]"  # the group records likewise (cluster's clusters.jsonl)
+    sizes: tuple = ()  # each group's size (for the figure: the JSON above is not parsed again)
     docs: dict = dataclasses.field(default_factory=dict)  # id -> [size, "YYYY-MM-DD"] of group members
     verified: tuple = ()  # exact Jaccard of the verified entries (a pair, or the pairs of classes of copies)
     verified_counts: tuple = ()  # how many document pairs each of them stands for (empty: one each)
@@ -138,10 +138,10 @@ def load(work: WorkDir) -> ReportData:
     views, left = _views(groups, docs, shingle_record.params)
     if left:
         notes.append(left)
-    pairs_json = _jsonl(lambda p: p.pairs(itertools.islice(pairs, MAX_PAIRS)))
-    return ReportData(f"nearDup report: {summary[0][1]}", summary, params, pairs_json,
-                      _jsonl(lambda p: p.groups(groups)), info, verified, verified_counts, rejected, rejected_counts,
-                      rejected_note,
+    return ReportData(f"nearDup report: {summary[0][1]}", summary, params,
+                      _json_lines(work.current("verify", "pairs.jsonl"), MAX_PAIRS),
+                      _json_lines(work.current("cluster", "clusters.jsonl")), tuple(g["size"] for g in groups), info,
+                      verified, verified_counts, rejected, rejected_counts, rejected_note,
                       params["bands"], params["rows"], threshold, tuple(views), tuple(notes))
 
 
@@ -156,11 +156,12 @@ def load_pair(a: str, b: str, params: ShingleParams, threshold: float) -> Report
                       threshold=threshold)
 
 
-def _jsonl(write) -> str:
-    """Records as the JSONL printer writes them, joined into one JSON array (so they equal stdout's)."""
-    out = io.StringIO()
-    write(Printer(out, "jsonl"))
-    return "[" + ",".join(out.getvalue().splitlines()) + "]"
+def _json_lines(path: Path, limit: int | None = None) -> str:
+    """The first `limit` records of a stored JSONL file as one JSON array, copied as text: the records are the ones
+    `--format jsonl` prints (with keys sorted, without "type"; a group's members also have their document number),
+    and parsing and printing them again took a third of a report's time."""
+    with open(path, encoding="utf-8", errors="surrogatepass") as f:
+        return "[" + ",".join(line.rstrip("\n") for line in itertools.islice(f, limit)) + "]"
 
 
 def _dates(mtime_ns: np.ndarray) -> list[str]:
@@ -327,22 +328,28 @@ def _pieces(text: str, params: ShingleParams) -> tuple[list[str], list[str]]:
     normalised on its own, as normalise() would (NFKC, case folding, punctuation, blanks)."""
     from ..text.normalise import _punctuation_table
 
-    pieces: list[str] = []
-    for m in re.finditer(r"\s+|.", text, re.DOTALL):
-        piece = m.group()
-        if pieces and not piece.isspace() and unicodedata.combining(piece[0]):
-            pieces[-1] += piece
-        else:
-            pieces.append(piece)
+    pieces: list[str] = re.findall(r"\s+|.", text, re.DOTALL)
+    if not text.isascii():  # (ASCII has no combining marks)
+        merged: list[str] = []
+        for piece in pieces:
+            if merged and not piece.isspace() and unicodedata.combining(piece[0]):
+                merged[-1] += piece
+            else:
+                merged.append(piece)
+        pieces = merged
+    table = _punctuation_table() if params.strip_punct else None
+    known: dict[str, str] = {}  # a piece normalises alike wherever it is: each distinct piece once
     out = []
-    for i, piece in enumerate(pieces):
-        blank = piece.isspace()
-        norm = unicodedata.normalize("NFKC", piece).casefold()
-        if params.strip_punct:
-            norm = norm.translate(_punctuation_table())
-        if params.unit == "char" and blank:
-            norm = "" if params.whitespace == "remove" or i in (0, len(pieces) - 1) else " "
+    for piece in pieces:
+        norm = known.get(piece)
+        if norm is None:
+            norm = unicodedata.normalize("NFKC", piece).casefold()
+            known[piece] = norm = norm.translate(table) if table is not None else norm
         out.append(norm)
+    if params.unit == "char":  # blanks, as normalise() leaves them between characters
+        last = len(pieces) - 1
+        out = [("" if params.whitespace == "remove" or i in (0, last) else " ") if piece.isspace() else norm
+               for i, (piece, norm) in enumerate(zip(pieces, out))]
     return pieces, out
 
 
@@ -356,76 +363,46 @@ def _normalise(text: str, params: ShingleParams) -> str:
 
 def render(data: ReportData) -> str:
     """One HTML string, the same bytes for the same data."""
-    try:
-        import jinja2
-    except ImportError:
-        raise NearDupError(MISSING_EXTRA) from None
+    return "".join(_page(data))
+
+
+def _page(data: ReportData):
+    """The page in pieces: the template's text around the data blob, and the blob's parts as they are (the blob is
+    most of the page, megabytes for 10,000 groups: neither the template engine nor a join copies it)."""
+    require_extra()
+    import jinja2
+
     env = jinja2.Environment(loader=jinja2.PackageLoader("nearDup.report", "templates"), autoescape=True,
                              keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True)
-    import matplotlib
-
-    figures = []
-    sizes = [g["size"] for g in json.loads(data.groups_json)]
-    with matplotlib.rc_context({"font.size": 8, "svg.fonttype": "none"}):  # text kept as text, in the page's font
-        if data.bands and data.rows:
-            figures.append(_scurve(data))
-        if data.verified or data.rejected:
-            figures.append(_histogram(data))
-        if sizes:
-            figures.append(_group_sizes(sizes))
+    shown = []
+    if data.bands and data.rows:
+        shown.append(_scurve(data))
+    if data.verified or data.rejected:
+        shown.append(_histogram(data))
+    if data.sizes:
+        shown.append(_group_sizes(data.sizes))
     views = [{"a": v.a, "b": v.b, "scores": v.scores, "sa": v.segments_a, "sb": v.segments_b,
               "pa": v.peers_a, "pb": v.peers_b, "note": v.note} for v in data.views]
-    blob = '{"groups":%s,"pairs":%s,"docs":%s,"views":%s,"page":%d}' % (  # noqa: UP031  (JSON from JSON)
-        data.groups_json, data.pairs_json, _json(data.docs), _json(views), PAGE_GROUPS)
-    return env.get_template("report.html.j2").render(
-        data=data, figures=figures, params=json.dumps(data.params, sort_keys=True),
-        blob=blob.replace("<", "\\u003c"))  # no "</script>" inside the script element
+    marker = "\x00blob\x00"  # (no path or text in the template holds a NUL)
+    head, tail = env.get_template("report.html.j2").render(
+        data=data, figures=shown, params=json.dumps(data.params, sort_keys=True), blob=marker).split(marker)
+    yield head
+    for piece in ('{"groups":', data.groups_json, ',"pairs":', data.pairs_json, ',"docs":', _json(data.docs),
+                  ',"views":', _json(views), f',"page":{PAGE_GROUPS}}}'):
+        yield piece.replace("<", "\\u003c")  # no "</script>" inside the script element
+    yield tail
 
 
 def _json(value) -> str:
     return json.dumps(value, separators=(",", ":"), sort_keys=True)
 
 
-def _figure(fig, name: str, alt: str) -> dict:
-    """An inline SVG: matplotlib with a fixed hash salt per figure (ids differ between the figures of a page and
-    not between runs) and no date in its metadata."""
-    import matplotlib
-
-    out = io.StringIO()
-    with matplotlib.rc_context({"svg.hashsalt": f"neardup-{name}"}):
-        fig.savefig(out, format="svg", metadata={"Date": None})
-    svg = out.getvalue()
-    svg = svg[svg.index("<svg"):]
-    svg = re.sub(r"\s*<metadata>.*?</metadata>", "", svg, count=1, flags=re.DOTALL)  # RDF naming matplotlib
-    svg = svg.replace("<svg ", f'<svg role="img" aria-labelledby="fig-{name}" ', 1)
-    return {"name": name, "svg": svg, "alt": alt}
-
-
-def _new_figure():
-    from matplotlib.figure import Figure  # no pyplot: no global state, no GUI backend
-
-    fig = Figure(figsize=(3.6, 2.5), dpi=72)  # three side by side in 1280 pixels
-    fig.subplots_adjust(left=0.17, bottom=0.18, right=0.97, top=0.96)  # fixed: a tight box costs a second drawing
-    ax = fig.add_subplot()
-    ax.spines[["top", "right"]].set_visible(False)
-    return fig, ax
-
-
 def _scurve(data: ReportData) -> dict:
     assert data.bands is not None and data.rows is not None
     b, r, t = data.bands, data.rows, data.threshold
-    fig, ax = _new_figure()
-    s = np.linspace(0, 1, 201)
-    ax.plot(s, lsh.s_curve(s, b, r), color="#1f4e8c", label=f"P(candidate) = 1 - (1 - s^{r})^{b}")
-    if t is not None:
-        ax.axvline(t, color="#444", linestyle="--", label=f"threshold {t}")
-    if data.verified:
-        x = np.unique(np.round(np.asarray(data.verified), 3))  # at most 1001 points however many pairs
-        ax.plot(x, lsh.s_curve(x, b, r), "o", markersize=4, color="#b35900", label="verified pairs")
-    ax.set(xlabel="Jaccard similarity s", ylabel="probability of being a candidate", xlim=(0, 1), ylim=(0, 1.02))
-    ax.legend(loc="upper left", frameon=False, fontsize=7)
-    return _figure(fig, "scurve", f"S-curve of b = {b} bands of r = {r} rows, threshold {t}, "
-                                  f"{_verified_pairs(data)} verified pairs on it")
+    return {"name": "scurve", "svg": figures.scurve(b, r, t, np.asarray(data.verified, dtype=float)),
+            "alt": f"S-curve of b = {b} bands of r = {r} rows, threshold {t}, {_verified_pairs(data)} verified pairs "
+                   f"on it"}
 
 
 def _pairs(scores: tuple, counts: tuple) -> int:
@@ -438,37 +415,28 @@ def _verified_pairs(data: ReportData) -> int:
 
 
 def _histogram(data: ReportData) -> dict:
-    fig, ax = _new_figure()
     edges = np.linspace(0, 1, 51)
-    verified_weights = np.asarray(data.verified_counts or np.ones(len(data.verified)), dtype=float)
-    ax.hist([np.asarray(data.rejected), np.asarray(data.verified)], bins=edges, stacked=True,
-            weights=[np.asarray(data.rejected_counts or np.ones(len(data.rejected)), dtype=float), verified_weights],
-            color=["#bbbbbb", "#1f4e8c"], hatch=["//", None], edgecolor="#333", linewidth=0.4,
-            label=[f"rejected (< threshold): {_pairs(data.rejected, data.rejected_counts)}"
-                   + (f" ({data.rejected_note})" if data.rejected_note else ""),
-                   f"verified (>= threshold): {_verified_pairs(data)}"])
-    if data.threshold is not None:
-        ax.axvline(data.threshold, color="#444", linestyle="--")
-    ax.set(xlabel="exact Jaccard of candidate pairs", ylabel="pairs", xlim=(0, 1))
-    ax.legend(loc="upper left", frameon=False, fontsize=7)
-    return _figure(fig, "jaccard", f"Histogram of exact Jaccard: {_verified_pairs(data)} verified, "
-                                   f"{_pairs(data.rejected, data.rejected_counts)} rejected candidate pairs")
+    counts = [np.histogram(np.asarray(scores, dtype=float), bins=edges,
+                           weights=np.asarray(weights or np.ones(len(scores)), dtype=float))[0]
+              for scores, weights in ((data.rejected, data.rejected_counts), (data.verified, data.verified_counts))]
+    rejected, verified = _pairs(data.rejected, data.rejected_counts), _verified_pairs(data)
+    labels = (f"rejected (< threshold): {rejected}" + (f" ({data.rejected_note})" if data.rejected_note else ""),
+              f"verified (>= threshold): {verified}")
+    return {"name": "jaccard", "svg": figures.histogram(edges, counts[0], counts[1], data.threshold, labels),
+            "alt": f"Histogram of exact Jaccard: {verified} verified, {rejected} rejected candidate pairs"}
 
 
-def _group_sizes(sizes: list[int]) -> dict:
+def _group_sizes(sizes: tuple) -> dict:
     """Groups by size: each size up to 9, then decades (10-99, 100-999, ...) so that a few huge groups stay visible
-    beside thousands of pairs (categories: cheaper to draw than log axes)."""
-    fig, ax = _new_figure()
+    beside thousands of pairs."""
     values, counts = np.unique(sizes, return_counts=True)
     buckets: dict[str, int] = {}
     for value, count in zip(values.tolist(), counts.tolist()):
         low = value if value < 10 else 10 ** (len(str(value)) - 1)
         label = str(value) if value < 10 else f"{low}-{10 * low - 1}"
         buckets[label] = buckets.get(label, 0) + count
-    bars = ax.bar(list(buckets), list(buckets.values()), color="#1f4e8c", width=0.7)
-    ax.bar_label(bars, fontsize=7)
-    ax.set(xlabel="documents in the group", ylabel="groups")
-    return _figure(fig, "sizes", f"Group sizes: {len(sizes)} groups, from {values[0]} to {values[-1]} documents")
+    return {"name": "sizes", "svg": figures.bars(list(buckets), list(buckets.values())),
+            "alt": f"Group sizes: {len(sizes)} groups, from {values[0]} to {values[-1]} documents"}
 
 
 def write(data: ReportData, path: str) -> None:
@@ -476,7 +444,8 @@ def write(data: ReportData, path: str) -> None:
     target = Path(path)
     tmp = target.with_name(target.name + ".tmp")
     try:
-        tmp.write_text(render(data), encoding="utf-8", errors="backslashreplace")  # undecodable names
+        with open(tmp, "w", encoding="utf-8", errors="backslashreplace") as f:  # (undecodable names)
+            f.writelines(_page(data))
         tmp.replace(target)
     except OSError as e:
         tmp.unlink(missing_ok=True)
