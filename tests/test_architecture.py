@@ -28,7 +28,7 @@ ALLOWED = {
 OWNED = {"click": {"cli"}, "dask": {"engine"}, "distributed": {"engine"}, "tqdm": {"engine"},
          "rich": {"cli", "report"}, "mmh3": {"kernels"}, "lxml": {"text"}, "lxml_html_clean": {"text"},
          "pypdfium2": {"text"}, "trafilatura": {"text"}, "charset_normalizer": {"text"}, "zstandard": {"text"},
-         "jinja2": {"report"}, "matplotlib": {"report"}, "pyarrow": {"text", "report"}}
+         "jinja2": {"report"}, "pygal": {"report"}, "pyarrow": {"text", "report"}}
 
 
 def _layer(path: Path, package: Path = PACKAGE) -> str:
