@@ -26,6 +26,7 @@ import datetime
 import json
 import os
 import platform
+import re
 import resource
 import shutil
 import statistics
@@ -42,7 +43,8 @@ import run as bench_run  # noqa: E402
 
 BEGIN, END = bench_run.JOINS_SECTION
 SHARED_CORPORA = "/work/main/bench/out/corpora"
-TOOLS = ("lsh", "exact", "sss")
+TOOLS = ("lsh", "run-exact", "run-auto", "exact", "sss")
+RUN_METHODS = {"lsh": "lsh", "run-exact": "exact", "run-auto": "auto"}  # tools that are a whole `neardup run`
 MB = 1 << 20
 
 
@@ -107,8 +109,9 @@ def measure(cmd: list[str], stdout, timeout: float) -> dict:
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     if proc.returncode not in (0, 1) and not timed_out:
         sys.exit(f"{' '.join(cmd)} failed: {err.decode(errors='replace')[-2000:]}")
+    chose = re.search(r"--method auto chose (\w+)", err.decode(errors="replace"))
     return {"wall_s": wall, "cpu_s": cpu, "rss_mb": sampler.peak / MB, "timed_out": timed_out,
-            "others_cpu_s": max(0.0, peers.machine_busy_s() - busy0 - cpu)}
+            "others_cpu_s": max(0.0, peers.machine_busy_s() - busy0 - cpu), "chose": chose and chose.group(1)}
 
 
 def corpus_docs(name: str) -> str:
@@ -156,12 +159,13 @@ def bench_corpus(name: str, thresholds: list[float], reps: int, timeout: float, 
                     if tool == "sss" and (rep >= sss_reps or len(ids or ()) > sss_max_docs or any(
                             r["timed_out"] for r in runs.get(key, []))):
                         continue  # pure Python, minutes a run: fewer repetitions, said in the report
-                    if tool == "lsh":
+                    if tool in RUN_METHODS:
                         work = keep if ids is None else os.path.join(scratch, "w")
                         shutil.rmtree(work, ignore_errors=True)
                         with tempfile.TemporaryFile() as out:
                             m = measure([os.path.join(os.path.dirname(sys.executable), "neardup"), "run", docs, "-t",
-                                         str(t), "--jobs", "1", "-w", work, "--format", "tsv"], out, timeout)
+                                         str(t), "--jobs", "1", "-w", work, "--format", "tsv", "--method",
+                                         RUN_METHODS[tool]], out, timeout)
                             out.seek(0)
                             tsv = out.read()
                         if ids is None:
@@ -196,7 +200,11 @@ def bench_corpus(name: str, thresholds: list[float], reps: int, timeout: float, 
                 row["others_cpu_s"] = statistics.median(m["others_cpu_s"] for m in done)
                 if "join_cpu_s" in done[0]:
                     row["join_cpu_s"] = statistics.median(m["join_cpu_s"] for m in done)
-                got = lsh_pairs(found[(tool, t)], index, t) if tool == "lsh" else found.get((tool, t), set())
+                got = (lsh_pairs(found[(tool, t)], index, t) if tool in RUN_METHODS
+                       else found.get((tool, t), set()))
+                chosen = sorted({m["chose"] for m in done if m.get("chose")})
+                if chosen:
+                    row["chose"] = "/".join(chosen)
                 truth = exact.get(t, set())
                 row["pairs"] = len(got)
                 row["recall"] = len(got & truth) / len(truth) if truth else None
@@ -216,7 +224,8 @@ def _f(x, digits=1) -> str:
 def report(measured: dict) -> list[str]:
     """The section: one table per corpus, from its latest measurement ({name: record of bench/out/joins.jsonl})."""
     lines = [BEGIN, "## LSH vs exact joins: `neardup run` against allpairs.jaccard_join and SetSimilaritySearch", "",
-             "`lsh` is the whole `neardup run --jobs 1` from the files (reading and shingling included); `exact` and "
+             "`lsh`, `run-exact` and `run-auto` are the whole `neardup run --jobs 1 --method lsh|exact|auto` from the "
+             "files (reading and shingling included; `run-auto` names the method it chose); `exact` and "
              "`sss` (SetSimilaritySearch.all_pairs, pure Python) join the stored shingle sets of the same work dir "
              "(nearDup's 32-bit shingle hashes, the documents the candidates stage could pair) at kernel level: "
              "their CPU includes interpreter start-up and loading the sets, `join CPU` is the join alone. Medians of "
@@ -242,7 +251,8 @@ def report(measured: dict) -> list[str]:
                 continue
             lines.append(f"| {t} | {tool} | {row['reps']} | {_f(row.get('wall_s'))} | {_f(row.get('cpu_s'))} | "
                          f"{_f(row.get('join_cpu_s'))} | {_f(ratio, 2)} | {_f(row.get('rss_mb'), 0)} | "
-                         f"{row.get('pairs', '-')} | {_f(row.get('recall'), 4)} | {_f(row.get('others_cpu_s'))} |")
+                         f"{row.get('pairs', '-')} | {_f(row.get('recall'), 4)} | {_f(row.get('others_cpu_s'))} |"
+                         + (f" chose {row['chose']} |" if row.get("chose") else ""))
         agree = [t for t in args["thresholds"] if res["runs"].get(f"sss {t}", {}).get("recall") == 1.0
                  and res["runs"][f"sss {t}"].get("extra") == 0]
         skipped = [t for t in args["thresholds"] if f"sss {t}" not in res["runs"]]
@@ -257,8 +267,7 @@ def report(measured: dict) -> list[str]:
     missing = [c for c in ("edited", "imdb", "scale-100k", "scale-1m") if c not in measured]
     if missing:
         lines += [f"Not measured yet: {', '.join(missing)} (`python bench/joins.py --corpora NAME --write`; a missing "
-                  "scale-N corpus is built first). `--method auto`'s choice between LSH and the exact join is not "
-                  "part of this script.", ""]
+                  "scale-N corpus is built first).", ""]
     lines.append(END)
     return lines
 
