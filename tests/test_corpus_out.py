@@ -395,3 +395,31 @@ def test_the_corpus_does_not_depend_on_jobs(tmp_path, kind):
         assert r.exit_code == 0, r.stderr
         written.append({k: v[0] for k, v in snapshot(out).items()})
     assert written[0] == written[1] and len(written[0]) == 3
+
+
+@pytest.mark.parametrize("kind", ["jsonl", "parquet"])
+def test_records_of_a_reference_file_are_references_never_dupes(tmp_path, kind):
+    """--reference with records: their ids are not paths, so the file each came from decides. Two copies inside
+    the reference file and a third in the input: only the input's copy is a dupe; the reference records keep."""
+    text = " ".join(random.Random(3).choice(["alpha", "beta", "gamma", "delta", "omega", "sigma"]) for _ in range(80))
+    rows = {"ref": [{"id": "r1", "text": text}, {"id": "r2", "text": text}], "new": [{"id": "x1", "text": text},
+                                                                                   {"id": "x2", "text": "other " * 40}]}
+    paths = {}
+    for name, recs in rows.items():
+        if kind == "jsonl":
+            paths[name] = tmp_path / f"{name}.jsonl"
+            paths[name].write_text("".join(json.dumps(r) + "\n" for r in recs))
+        else:
+            pa, pq = pytest.importorskip("pyarrow"), pytest.importorskip("pyarrow.parquet")
+            paths[name] = tmp_path / f"{name}.parquet"
+            pq.write_table(pa.table({"id": [r["id"] for r in recs], "text": [r["text"] for r in recs]}), paths[name])
+    flag = "--jsonl" if kind == "jsonl" else "--parquet"
+    dupes = invoke("-w", tmp_path / "w", "run", flag, paths["new"], "--reference", paths["ref"], "--min-shingles", 1,
+                   "--print", "dupes")
+    assert dupes.exit_code == 0, dupes.stderr
+    assert dupes.stdout.split() == ["x1"]
+    groups = invoke("-w", tmp_path / "w", "run", flag, paths["new"], "--reference", paths["ref"], "--min-shingles", 1,
+                    "--groups", "--format", "jsonl")
+    [group] = [json.loads(line) for line in groups.stdout.splitlines() if '"group"' in line]
+    assert {m["id"]: (m["role"], m["reference"]) for m in group["members"]} == {
+        "r1": ("keeper", True), "r2": ("reference", True), "x1": ("duplicate", False)}

@@ -378,11 +378,16 @@ class Docs:
     documents exist now), each with `arg` (index of the argument it was found under) and `reference` (found under a
     --reference path). Records are made when asked for: a group needs a few of 100,000."""
 
-    def __init__(self, catalog: Catalog, inputs: list[dict], cwd: str = "", links: dict | None = None):
+    def __init__(self, catalog: Catalog, inputs: list[dict], cwd: str = "", links: dict | None = None,
+                 source: SourceParams | None = None):
         self.catalog, self.inputs, self.cwd, self.links = catalog, inputs, cwd, links or {}
         self.prefixes = [(p["path"] if p["path"].endswith("/") else p["path"] + "/") for p in inputs]
+        references = [p["path"] for p in inputs if p["reference"]]
         # a reference may lie inside an input folder, be spelled otherwise, or come first: resolved paths decide
-        self.is_reference = under([p["path"] for p in inputs if p["reference"]], cwd)
+        self.is_reference = under(references, cwd)
+        # records (JSONL, Parquet) have ids, not paths: theirs is a reference when the file it came from is one,
+        # known by the (inode, mtime) its rows keep of that file
+        self.reference_files = _record_files(references, cwd, source) if source and source.records else set()
 
     def __len__(self) -> int:
         return len(self.catalog)
@@ -392,7 +397,8 @@ class Docs:
         arg = next((i for i, p in enumerate(self.inputs) if doc["id"] == p["path"]
                     or doc["id"].startswith(self.prefixes[i])), 0)
         doc["arg"] = arg
-        doc["reference"] = self.is_reference(doc["id"])
+        doc["reference"] = ((doc["inode"], doc["mtime_ns"]) in self.reference_files if doc.get("item")
+                            else self.is_reference(doc["id"]))
         doc["path"] = os.path.join(self.cwd, doc["id"])  # as scanned (relative ids are relative to the scan's cwd)
         if doc["id"] in self.links:
             doc["links"] = self.links[doc["id"]]  # listed symbolic links to it (--follow-links)
@@ -407,4 +413,15 @@ class Docs:
 
 def load_docs(work: WorkDir, shingle_record: ShingleRecord | None = None) -> Docs:
     record = shingle_record or require(work, ShingleRecord)
-    return Docs(load_catalog(work, record), record.inputs, record.cwd or "", record.links)
+    return Docs(load_catalog(work, record), record.inputs, record.cwd or "", record.links, record.source)
+
+
+def _record_files(references: list[str], cwd: str, source: SourceParams) -> set[tuple[int, int]]:
+    """(inode, mtime_ns) of the record files under the --reference paths (as the catalog's rows of their records
+    keep them); files that are gone since are left out, so their records are no longer references."""
+    paths = [p if os.path.isabs(p) or p == "-" else os.path.join(cwd, p) for p in references]
+    try:
+        items = list_items([p for p in paths if p != "-"], source).items
+    except InputError:  # a reference that has vanished: none of its records can be told apart any more
+        return set()
+    return {(item.inode, item.mtime_ns) for item in items}
