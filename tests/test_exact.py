@@ -137,19 +137,24 @@ def test_join_ranges_cover_the_sets_once(monkeypatch):
 
 
 def test_auto_says_what_it_chose_and_gives_that_methods_pairs(tmp_path, monkeypatch):
-    """auto picks exact when the join's records are cheap next to the band entries, LSH otherwise (forced both
-    ways through AUTO_RECORD_COST); one line on stderr; the output is the chosen method's."""
+    """auto picks exact when the join's values and records are cheap next to the band entries, LSH otherwise
+    (forced each way through AUTO_VALUE_COST and AUTO_RECORD_COST: by the records once the join's sets are
+    gathered, or by the values alone before); one line on stderr; the output is the chosen method's."""
     common = ("run", SAMPLE, "-t", 0.5, "--bands", 2, "--rows", 64, "--format", "jsonl")
     want = {m: invoke("-w", tmp_path / m, *common, "--method", m).stdout for m in ("lsh", "exact")}
     assert pairs_of(want["lsh"]) != pairs_of(want["exact"])
-    for cost, chose in ((0, "exact"), (10**9, "lsh")):
-        monkeypatch.setattr(candidates, "AUTO_RECORD_COST", cost)
-        result = invoke("-w", tmp_path / f"auto{cost}", *common, "--method", "auto")
+    for n, (value_cost, record_cost, chose, counted) in enumerate(((0, 0, "exact", "records"),
+                                                                    (0, 10**9, "lsh", "records"),
+                                                                    (10**9, 0, "lsh", "values"))):
+        monkeypatch.setattr(candidates, "AUTO_VALUE_COST", value_cost)
+        monkeypatch.setattr(candidates, "AUTO_RECORD_COST", record_cost)
+        result = invoke("-w", tmp_path / f"auto{n}", *common, "--method", "auto")
         assert result.exit_code == 0, result.stderr
         lines = [line for line in result.stderr.splitlines() if "--method auto" in line]
-        assert len(lines) == 1 and f"chose {chose}:" in lines[0] and "records" in lines[0]
+        assert len(lines) == 1 and f"chose {chose}:" in lines[0] and counted in lines[0]
+        assert ("records" in lines[0]) == (counted == "records")  # the values alone decided: no join gathered
         assert pairs_of(result.stdout) == pairs_of(want[chose])
-        record = json.loads((tmp_path / f"auto{cost}" / "manifest.json").read_text())["stages"]["candidates"]
+        record = json.loads((tmp_path / f"auto{n}" / "manifest.json").read_text())["stages"]["candidates"]
         assert record["stats"]["method"] == chose and record["params"]["method"] == "auto"
 
 

@@ -309,7 +309,8 @@ def run(runner: Runner, params: CandidateParams) -> CandidatesRecord:
     work.save_array(classes_path, label)
     small = int((docs.catalog.live & (docs.catalog["shingles"] > 0)).sum()) - len(order)  # (0: counted as short)
     bands = upstream.params.bands
-    if params.method != "lsh":
+    if params.method == "exact" or (params.method == "auto" and _join_may_pay(runner, docs.catalog, order, label,
+                                                                             bands)):
         join = _join_input(work, key, shingle_record, order, label)
         method = params.method if params.method == "exact" else choose_method(runner, join, params, bands)
         if method == "exact":
@@ -510,24 +511,41 @@ def _join_input(work: WorkDir, key: str, shingle_record: ShingleRecord, order: n
     return JoinInput(labels[by], offsets, paths)
 
 
-# --method auto: exact when the join's records cost less than LSH's own work on the same sets. Both read the
-# stored shingle sets and signatures (copy classes, verification's estimate column), so what differs is the
-# join's records (allpairs.join_cost) against the band index, b sorted keys per document, and the candidates'
-# verification. AUTO_RECORD_COST: a record's cost in band entries (a record is gathered, sorted by pair and
-# filtered; a band entry is hashed and sorted).
+# --method auto: exact when the join costs less than LSH's own work on the same sets. Both read the stored
+# shingle sets and signatures (copy classes, verification's estimate column), so what differs is the join (its
+# sets' values ordered by frequency, then its records, allpairs.join_cost) against the band index, b sorted keys
+# per document, and the candidates' verification. The costs are in band entries. AUTO_VALUE_COST, measured on
+# bench's edited corpus at t = 0.5 (bench/joins.py, 2026-11-24): candidates + verify took 8.8 CPU s for the join
+# of 12.4M values (148,003 records) and 0.24 s for LSH's 640,000 band entries, about 2 entries a value.
+# AUTO_RECORD_COST: a record is gathered, sorted by pair and filtered (an estimate; records were too few there to
+# measure it). So exact pays on short sets (titles, lines), where b keys a document cost more than its values.
+AUTO_VALUE_COST = 2
 AUTO_RECORD_COST = 4
 
 
+def _join_may_pay(runner: Runner, catalog, order: np.ndarray, label: np.ndarray, bands: int) -> bool:
+    """--method auto, before the join's sets are gathered and ordered: False (and lsh, said on stderr) when
+    ordering their values alone costs more than LSH's band entries."""
+    labels = order[label[order] == order]
+    values, entries = int(catalog["shingles"][labels].sum()), bands * len(labels)
+    if values * AUTO_VALUE_COST <= entries:
+        return True
+    runner.log(f"candidates: --method auto chose lsh: the exact join orders {plural(values, 'value')} "
+               f"(x{AUTO_VALUE_COST}), LSH sorts {plural(entries, 'band entry', 'band entries')}")
+    return False
+
+
 def choose_method(runner: Runner, join: JoinInput, params: CandidateParams, bands: int) -> str:
-    """--method auto: "exact" when the join's records, weighted by AUTO_RECORD_COST, are at most LSH's band
-    entries (b per set), else "lsh"; said on stderr with the figures."""
+    """--method auto: "exact" when the join's values and records, weighted by AUTO_VALUE_COST and
+    AUTO_RECORD_COST, are at most LSH's band entries (b per set), else "lsh"; said on stderr with the figures."""
     values = runner.work.load_array(join.paths[0], "candidates", mmap=True)
     assert params.threshold is not None  # config.resolve sets it for exact and auto
     records = allpairs.join_cost(values, join.offsets, params.threshold, in_order=True) if len(join.docs) else 0
     entries = bands * len(join.docs)
-    method = "exact" if records * AUTO_RECORD_COST <= entries else "lsh"
-    runner.log(f"candidates: --method auto chose {method}: the exact join makes {plural(records, 'record')} "
-               f"(x{AUTO_RECORD_COST}), LSH {plural(entries, 'band entry', 'band entries')}")
+    method = "exact" if len(values) * AUTO_VALUE_COST + records * AUTO_RECORD_COST <= entries else "lsh"
+    runner.log(f"candidates: --method auto chose {method}: the exact join orders {plural(len(values), 'value')} "
+               f"(x{AUTO_VALUE_COST}) and makes {plural(records, 'record')} (x{AUTO_RECORD_COST}), LSH sorts "
+               f"{plural(entries, 'band entry', 'band entries')}")
     return method
 
 
