@@ -37,7 +37,7 @@ def is_parquet(path: str) -> bool:
 
 def _zstandard(path: str):
     try:
-        import zstandard
+        zstandard = importlib.import_module("zstandard")  # an extra: by importlib, as mypy need not know its types
     except ImportError:
         raise InputError(f"{path}: reading or writing zstd needs the zstandard library; install it with: "
                          f"{ZSTD_PIP}") from None
