@@ -36,7 +36,7 @@ def digest(*parts) -> str:
 
 
 def _plain(obj):
-    if isinstance(obj, (SourceParams, BandParams, CandidateParams, VerifyParams)):
+    if isinstance(obj, RECORDED_PARAMS):
         return obj.record()
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         return dataclasses.asdict(obj)
@@ -194,6 +194,11 @@ class DedupedParams:
 
     folder: str
     mode: str = "copy"
+
+
+# Parameters that store and fingerprint themselves without the fields added later at their defaults (their
+# record()): the format fields, --recall, --method, --metric; so the keys of runs made before them stay the same.
+RECORDED_PARAMS = (SourceParams, BandParams, CandidateParams, VerifyParams)
 
 
 def default_jobs() -> int:

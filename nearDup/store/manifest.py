@@ -24,6 +24,7 @@ from typing import Any, ClassVar, TypeVar, cast
 from .. import __version__
 from ..config import (
     FORMAT,
+    RECORDED_PARAMS,
     BandParams,
     CandidateParams,
     ClusterParams,
@@ -53,8 +54,7 @@ def _dump(value: Any) -> Any:
     """The JSON form of a field's value: records by to_json, parameters as dataclasses.asdict (tuples as lists)."""
     if isinstance(value, _Json):
         return value.to_json()
-    if isinstance(value, (SourceParams, BandParams, CandidateParams, VerifyParams)):  # without the fields added
-        # at their defaults (what runs before them stored): the format fields, --recall, --method, --metric
+    if isinstance(value, RECORDED_PARAMS):  # without the fields added later at their defaults
         return _dump(value.record())
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return _dump(dataclasses.asdict(value))
