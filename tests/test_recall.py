@@ -210,3 +210,77 @@ def test_an_index_keeps_its_recall_target(tmp_path):
     assert invoke("run", docs, "--index", index, "-t", 0.6, "--recall", 0.99).exit_code == 0
     other = invoke("run", docs, "--index", index, "-t", 0.6, "--recall", 0.9)
     assert other.exit_code != 0 and "this index was built with band recall 0.99, not 0.9" in other.stderr
+
+
+CANDIDATES = re.compile(r"candidates: (\d+) pairs? shares? a bucket")
+
+
+def test_tune_on_a_work_dir_counts_each_choices_candidates_as_a_run_would(tmp_path):
+    """`tune -w DIR` counts the candidates of every listed choice on the stored signatures. Independent truth: a
+    run with that --bands/--rows on the same corpus, whose candidates stage reports its pairs. The corpus has
+    exact copies (a class of three and one of two, whose pairs count as document pairs) and documents sharing a
+    template, so that choices differ in what they pair."""
+    docs = tmp_path / "docs"
+    texts = pair_corpus(docs, 30, seed=5)
+    first = sorted(texts)
+    for i in range(3):
+        (docs / f"copy{i}.txt").write_text(texts[first[0]] if i < 2 else texts[first[1]], encoding="utf-8")
+    shared = " ".join(f"tpl{j}" for j in range(60))
+    rng = random.Random(3)
+    for i in range(12):
+        (docs / f"tpl{i:02d}.txt").write_text(shared + " " + " ".join(f"t{i}x{rng.randrange(50)}" for _ in range(60)),
+                                              encoding="utf-8")
+    run = invoke("-w", tmp_path / "w", "run", docs, "-t", 0.5)
+    assert run.exit_code == 0, run.output
+    tuned = invoke("-w", tmp_path / "w", "tune")
+    assert tuned.exit_code == 0, tuned.output
+    table = [line.split("\t") for line in tuned.stdout.splitlines() if line.startswith(("default", "--recall"))]
+    assert tuned.stdout.splitlines()[3].endswith("\tcandidates\trecall here") and len(table) == 5
+    assert table[0][5] == CANDIDATES.search(run.stderr).group(1)  # the run's own choice
+    counts = set()
+    for i, row in enumerate(table[1:]):
+        b, r = row[1].split(" x ")
+        other = invoke("-w", tmp_path / f"w{i}", "run", docs, "-t", 0.5, "--bands", b, "--rows", r)
+        assert other.exit_code == 0, other.output
+        assert row[5] == CANDIDATES.search(other.stderr).group(1), (row, other.stderr)
+        counts.add(row[5])
+        assert 0.0 <= float(row[6]) <= 1.0
+    assert len(counts) > 1  # the choices differ on this corpus, so the counts say something
+
+
+def test_recall_under_another_choice_is_estimated_without_bias():
+    """The recall a choice (20, 3) would have, estimated from the pairs a run with (8, 4) found, against its true
+    expected recall over the population (mean P(s)); with an exact join (found_with None) it is that mean."""
+    from nearDup.kernels.recall import recall_under
+
+    rng = np.random.default_rng(11)
+    s = rng.uniform(0.5, 1.0, 400)
+    truth = float(lsh.s_curve(s, 20, 3).mean())
+    assert recall_under(s, np.ones(400), None, 20, 3, 0.5) == pytest.approx(truth)
+    weights = rng.integers(1, 4, 400)
+    assert recall_under(s, weights, None, 20, 3, 0.5) == pytest.approx(
+        float((weights * lsh.s_curve(s, 20, 3)).sum() / weights.sum()))
+    estimates = []
+    for _ in range(300):
+        found = rng.random(400) < lsh.s_curve(s, 8, 4)
+        estimates.append(recall_under(s[found], np.ones(found.sum()), (8, 4), 20, 3, 0.5))
+    spread = float(np.std(estimates)) / math.sqrt(len(estimates))
+    assert abs(float(np.mean(estimates)) - truth) < 4 * spread + 1e-3
+    assert recall_under(np.array([0.3]), np.ones(1), (8, 4), 20, 3, 0.5) is None
+
+
+def test_tune_gives_an_upper_bound_when_the_pairs_are_too_many_to_list(tmp_path, monkeypatch):
+    from nearDup.pipeline import tune
+    from nearDup.store.workdir import WorkDir
+
+    docs = tmp_path / "docs"
+    pair_corpus(docs, 20, seed=8)
+    assert invoke("-w", tmp_path / "w", "run", docs, "-t", 0.5).exit_code == 0
+    corpus = tune.SignedCorpus(WorkDir(tmp_path / "w", create=False))
+    exact = corpus.cost(25, 2, 0.5)
+    monkeypatch.setattr(tune, "DISTINCT_CAP", 0)
+    bound = corpus.cost(25, 2, 0.5)
+    assert exact.distinct and not bound.distinct and bound.candidates >= exact.candidates > 0
+    assert bound.recall == exact.recall
+    shown = invoke("-w", tmp_path / "w", "tune")
+    assert "\t<=" in shown.stdout

@@ -27,12 +27,13 @@ from ..kernels import lsh
 from ..kernels.recall import bands_for_recall, min_num_perm_for_recall
 from ..pipeline import run as pipeline_run
 from ..pipeline.band import describe_bands
-from ..pipeline.driver import chain
+from ..pipeline.driver import chain, require
 from ..pipeline.index import check_query_parameters
 from ..pipeline.results import inherited_threshold, recall_line, resolved_params
+from ..pipeline.tune import SignedCorpus
 from ..report import corpus as deduped_corpus
 from ..report.results import JSONL_SCRIPT, Results
-from ..store.manifest import ShingleRecord, VerifyRecord
+from ..store.manifest import ShingleRecord, SignatureRecord, VerifyRecord
 from ..store.workdir import WorkDir
 from ..text.read import STREAM_BYTES
 from ..wording import plural
@@ -317,9 +318,20 @@ def query(ctx, paths, index, threshold, **fixed):
 @stage()
 @band_options
 @click.option("--num-perm", type=click.IntRange(1, 8192), default=SIGNATURE_DEFAULTS.num_perm, show_default=True)
-def tune(threshold, bands, rows, recall, num_perm):
+@click.pass_context
+def tune(ctx, threshold, bands, rows, recall, num_perm):
     """Show the bands and rows chosen for a threshold (and --recall), the S-curve P(s) = 1 - (1 - s^r)^b behind
-    them, and what other choices would cost."""
+    them, and what other choices would cost. With -w DIR of a run, each choice's cost is counted on that corpus:
+    the candidate pairs it would make, and its recall estimated from the pairs the run verified."""
+    corpus = None
+    workdir = app_of(ctx).workdir
+    if workdir is not None:
+        work = WorkDir(workdir, create=False)
+        stored = require(work, SignatureRecord).params.num_perm
+        if ctx.get_parameter_source("num_perm") not in (None, ParameterSource.DEFAULT) and num_perm != stored:
+            raise click.UsageError(f"--num-perm {num_perm}: the signatures in {workdir} have {stored} permutations")
+        num_perm, threshold = stored, inherited_threshold(work, threshold)
+        corpus = SignedCorpus(work)
     if recall is not None:
         check_recall(recall, bands, rows)
     params = choose_bands(num_perm, threshold, bands, rows, recall=recall)
@@ -331,7 +343,7 @@ def tune(threshold, bands, rows, recall, num_perm):
     if t:
         fp, fn = lsh.error_areas(banding_threshold(t), [b], [r])
         lines.append(f"false-positive area (s < {t}) {fp[0]:.4f}; false-negative area (s >= {t}) {fn[0]:.4f}")
-        lines += _choices(t, num_perm, recall)
+        lines += _choices(t, num_perm, recall, corpus, (b, r))
     lines.append("s\tP(candidate)")
     for i in range(1, 10):
         lines.append(f"{i / 10:.1f}\t{float(lsh.s_curve(i / 10, b, r)):.4f}")
@@ -341,23 +353,33 @@ def tune(threshold, bands, rows, recall, num_perm):
 TUNE_RECALLS = (0.9, 0.95, 0.99, 0.999)
 
 
-def _choices(threshold: float, num_perm: int, recall: float | None) -> list[str]:
+def _choices(threshold: float, num_perm: int, recall: float | None, corpus: SignedCorpus | None,
+             chosen: tuple[int, int]) -> list[str]:
     """What each choice of (b, r) costs at this threshold: P(t), the recall of pairs at the threshold, and the
     false-positive area integral_0^t P(s) ds, the share of pairs spread evenly below t that become candidates to
-    verify (the cost; on a real corpus most pairs are far below t and cost less)."""
+    verify. With a signed corpus, also the candidates each choice makes on it (the cost itself; "<=" when only the
+    sum over the bands was counted) and its recall there, estimated from the verified pairs."""
     t = banding_threshold(threshold)
     rows: list[tuple[str, tuple[int, int] | int]] = [("default", lsh.optimal_bands(t, num_perm))]
+    if chosen != rows[0][1]:
+        rows.append(("chosen", chosen))
     for target in sorted({*TUNE_RECALLS, *([recall] if recall else [])}):
-        chosen = bands_for_recall(t, target, num_perm)
-        rows.append((f"--recall {target}", chosen if chosen else min_num_perm_for_recall(t, target)))
-    lines = [f"choice\tb x r\tpermutations\tP({t})\tfalse-positive area"]
+        found = bands_for_recall(t, target, num_perm)
+        rows.append((f"--recall {target}", found if found else min_num_perm_for_recall(t, target)))
+    here = "\tcandidates\trecall here" if corpus is not None else ""
+    lines = [f"choice\tb x r\tpermutations\tP({t})\tfalse-positive area{here}"]
     for name, choice in rows:
         if isinstance(choice, int):
-            lines.append(f"{name}\t-\t-\t-\tneeds --num-perm {choice}")
+            lines.append(f"{name}\t-\t-\t-\tneeds --num-perm {choice}" + ("\t-\t-" if corpus is not None else ""))
             continue
         fp, _ = lsh.error_areas(t, [choice[0]], [choice[1]])
-        lines.append(f"{name}\t{choice[0]} x {choice[1]}\t{choice[0] * choice[1]}\t"
-                     f"{float(lsh.s_curve(t, *choice)):.4f}\t{fp[0]:.4f}")
+        line = (f"{name}\t{choice[0]} x {choice[1]}\t{choice[0] * choice[1]}\t"
+                f"{float(lsh.s_curve(t, *choice)):.4f}\t{fp[0]:.4f}")
+        if corpus is not None:
+            cost = corpus.cost(*choice, threshold)
+            line += (f"\t{'' if cost.distinct else '<='}{cost.candidates}\t"
+                     f"{'-' if cost.recall is None else format(cost.recall, '.4f')}")
+        lines.append(line)
     return lines
 
 

@@ -214,6 +214,16 @@ def count_pairs(pairs: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.n
     return _code_pairs(code[first]), np.add.reduceat(np.asarray(counts, np.int64)[order], first)
 
 
+def bucket_pair_count(keys: np.ndarray, weights: np.ndarray) -> int:
+    """sum over the buckets of one band of C(W, 2), W the summed weights of the bucket's members (weights: how many
+    documents each member stands for, e.g. a class of copies): the pairs that share a bucket in this band."""
+    order = np.argsort(keys, kind="stable")
+    k = keys[order]
+    starts = np.flatnonzero(np.r_[True, k[1:] != k[:-1]]) if len(k) else np.empty(0, np.int64)
+    w = np.add.reduceat(np.asarray(weights, np.int64)[order], starts) if len(k) else np.empty(0, np.int64)
+    return int((w * (w - 1) // 2).sum())
+
+
 def unique_pairs(pairs: np.ndarray) -> np.ndarray:
     """Distinct rows of an (m, 2) array of non-negative int64 pairs (< 2^32 each), sorted by (a, b)."""
     if not len(pairs):

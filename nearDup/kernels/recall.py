@@ -111,6 +111,29 @@ def estimate_recall(jaccard: np.ndarray, bands: int, rows: int, threshold: float
     return RecallEstimate(n, mean, low, high, n / (n + mean), n / (n + high), n / (n + low), confidence)
 
 
+def recall_under(jaccard: np.ndarray, weights: np.ndarray, found_with: tuple[int, int] | None,
+                 bands: int, rows: int, threshold: float) -> float | None:
+    """The recall another choice (bands, rows) would have at J >= threshold on the same corpus, estimated from the
+    pairs one run found with found_with = (b, r) (None: an exact join, which found every pair).
+
+    Each found pair at similarity s stands for 1 / P_run(s) pairs of its similarity (Horvitz-Thompson, as in
+    estimate_recall), of which the other choice would find the share P(s):
+
+        recall_hat = sum_i w_i P(s_i) / P_run(s_i)  /  sum_i w_i / P_run(s_i)     (s_i >= t)
+
+    a ratio of two unbiased estimates (the expected found and the total). With an exact join, P_run = 1 and it is
+    the exact expected recall over the known pairs. None when no pair at J >= t was found."""
+    s = np.asarray(jaccard, dtype=np.float64)
+    w = np.asarray(weights, dtype=np.float64)
+    at = s >= threshold
+    s, w = s[at], w[at]
+    if not len(s):
+        return None
+    run = np.ones(len(s)) if found_with is None else np.maximum(s_curve(s, *found_with), _P_FLOOR)
+    total = float((w / run).sum())
+    return float((w * s_curve(s, bands, rows) / run).sum()) / total
+
+
 def min_num_perm_for_recall(threshold: float, recall: float) -> int:
     """The smallest b*r with P(threshold) >= recall: ceil(log(1 - R) / log(1 - t)), reached by r = 1.
 
