@@ -252,6 +252,34 @@ def test_pair_view_marks_the_shared_passages_in_the_original_text(tmp_path):
     assert view.scores["shared"] > 0 and view.note == ""
 
 
+def test_pair_views_read_each_document_once_and_find_what_compare_finds_each_way(tmp_path):
+    """compare.both_ways (a pair view's one reading of each side) against compare.run each way, and each side's
+    passages against a brute-force cover of the tokens by shared k-grams: repeated words, a text shorter than k."""
+    from nearDup.pipeline import compare
+
+    rng = random.Random(5)
+    vocab = ["alpha", "beta", "gamma", "delta", "eps"]  # few words: shingles repeat within a text
+    texts = [" ".join(rng.choices(vocab, k=n)) for n in (40, 35, 2, 60)]
+    paths = []
+    for n, text in enumerate(texts):
+        paths.append(tmp_path / f"{n}.txt")
+        paths[-1].write_text(text, encoding="utf-8")
+    for k in (1, 3, 5):
+        params = ShingleParams(k=k)
+        for a, b in itertools.permutations(range(len(texts)), 2):
+            ab, ba = compare.both_ways(str(paths[a]), str(paths[b]), params)
+            assert (ab, ba) == (compare.run(str(paths[a]), str(paths[b]), params, explain=True),
+                                compare.run(str(paths[b]), str(paths[a]), params, explain=True))
+            for side, other, result in ((a, b, ab), (b, a, ba)):
+                mine, theirs = texts[side].split(), texts[other].split()
+                grams = {tuple(theirs[i:i + k]) for i in range(max(1, len(theirs) - k + 1))}
+                covered = np.zeros(len(mine), bool)
+                for i in range(max(1, len(mine) - k + 1)):
+                    if tuple(mine[i:i + k]) in grams:
+                        covered[i:i + k] = True
+                assert [i for s, e in result["passages"] for i in range(s, e)] == np.flatnonzero(covered).tolist()
+
+
 @extra
 def test_char_shingles_without_punctuation_are_marked_in_the_original_too(tmp_path):
     a, b = tmp_path / "a.txt", tmp_path / "b.txt"

@@ -216,11 +216,10 @@ def _views(groups: list[dict], docs, params: ShingleParams) -> tuple[list[PairVi
 
 
 def pair_view(path_a: str, path_b: str, name_a: str, name_b: str, params: ShingleParams) -> PairView:
-    """Both documents with the passages each shares with the other (compare.run, once each way), cut where the
-    two texts stop running in step (a moved paragraph is its own passage) and marked in the original text; each
-    passage points at the passage of the other side that holds its first shingle."""
-    ab = compare.run(path_a, path_b, params, explain=True)
-    ba = compare.run(path_b, path_a, params, explain=True)
+    """Both documents with the passages each shares with the other (compare.both_ways: each read and shingled
+    once), cut where the two texts stop running in step (a moved paragraph is its own passage) and marked in the
+    original text; each passage points at the passage of the other side that holds its first shingle."""
+    ab, ba = compare.both_ways(path_a, path_b, params)
     scores = {k: ab[k] for k in ("jaccard", "containment_a_in_b", "containment_b_in_a", "shingles_a", "shingles_b",
                                  "shared")}
     ta, tb = ab["tokens_a"], ba["tokens_a"]
