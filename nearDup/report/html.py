@@ -12,7 +12,6 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import importlib
-import itertools
 import json
 import re
 import unicodedata
@@ -24,7 +23,6 @@ from ..config import ShingleParams
 from ..errors import NearDupError
 from ..kernels import sets
 from ..pipeline import compare
-from ..pipeline.cluster import clusters
 from ..pipeline.copies import among, stored_entries, verified_entries
 from ..pipeline.driver import PartitionArrays, part_starts, require
 from ..pipeline.results import StoredPairs, recall_line, recall_warning, resolved_params
@@ -105,7 +103,9 @@ def load(work: WorkDir) -> ReportData:
     params = resolved_params(work, "cluster")
     threshold = float(params["threshold"])
     docs = load_docs(work)
-    groups = clusters(work)
+    groups_path = work.current("cluster", "clusters.jsonl")
+    groups_json = work.jsonl_array(groups_path, "cluster")  # the page's copy, parsed once here
+    groups = work.parse_jsonl_array(groups_json, groups_path, "cluster")
     pairs = StoredPairs(work)
     sizes, mtimes = docs.catalog["size"], docs.catalog["mtime_ns"]
     members = dict(sorted((m["id"], m["doc"]) for g in groups for m in g["members"]))
@@ -139,8 +139,8 @@ def load(work: WorkDir) -> ReportData:
     if left:
         notes.append(left)
     return ReportData(f"nearDup report: {summary[0][1]}", summary, params,
-                      _json_lines(work.current("verify", "pairs.jsonl"), MAX_PAIRS),
-                      _json_lines(work.current("cluster", "clusters.jsonl")), tuple(g["size"] for g in groups), info,
+                      work.jsonl_array(work.current("verify", "pairs.jsonl"), "verify", MAX_PAIRS),
+                      groups_json, tuple(g["size"] for g in groups), info,
                       verified, verified_counts, rejected, rejected_counts, rejected_note,
                       params["bands"], params["rows"], threshold, tuple(views), tuple(notes))
 
@@ -154,14 +154,6 @@ def load_pair(a: str, b: str, params: ShingleParams, threshold: float) -> Report
                ("threshold", f"{threshold} ({'at or above' if s['jaccard'] >= threshold else 'below'})")]
     return ReportData(f"nearDup compare: {a} ~ {b}", summary, dataclasses.asdict(params), views=(view,),
                       threshold=threshold)
-
-
-def _json_lines(path: Path, limit: int | None = None) -> str:
-    """The first `limit` records of a stored JSONL file as one JSON array, copied as text: the records are the ones
-    `--format jsonl` prints (with keys sorted, without "type"; a group's members also have their document number),
-    and parsing and printing them again took a third of a report's time."""
-    with open(path, encoding="utf-8", errors="surrogatepass") as f:
-        return "[" + ",".join(line.rstrip("\n") for line in itertools.islice(f, limit)) + "]"
 
 
 def _dates(mtime_ns: np.ndarray) -> list[str]:
