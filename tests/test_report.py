@@ -106,9 +106,9 @@ def test_report_data_equal_the_jsonl_results(sample):
     groups = [json.loads(line) for line in r.stdout.splitlines() if '"type": "group"' in line]
     assert [_as_printed(g, "group") for g in blob["groups"]] == groups and len(groups) == 6
     # each member's size and date are its file's
-    for g in groups:
+    for g in blob["groups"]:
         for m in g["members"]:
-            assert blob["docs"][m["id"]][0] == Path(m["id"]).stat().st_size
+            assert blob["docs"][str(m["doc"])][0] == Path(m["id"]).stat().st_size
 
 
 @extra
@@ -131,6 +131,41 @@ def test_report_is_byte_identical_for_the_same_input(sample, tmp_path):
     first = sample["report"].read_bytes()
     assert again.read_bytes() == first and later.read_bytes() == first
     assert b"<dc:date>" not in first and b"metadata" not in first
+
+
+@extra
+def test_members_sizes_and_summary_are_found_in_groups_whose_paths_look_like_their_keys(tmp_path):
+    """The report finds each member's document, role and group size in the stored groups' text without parsing
+    it: paths that spell those keys, with quotes and backslashes, and a reference, must not fool it."""
+    rng = random.Random(7)
+    docs, ref = tmp_path / "docs", tmp_path / "ref"
+    docs.mkdir()
+    ref.mkdir()
+    names = ['a "doc": 7', 'b \\"size\\": 99', '"role": "duplicate"', "d \u00e9\\"]
+    for n, name in enumerate(names):
+        words = [f"w{rng.randrange(5000)}" for _ in range(60 + 10 * n)]
+        (docs / f"{name}.txt").write_text(" ".join(words), encoding="utf-8")
+        words[n] = "changed"
+        (docs / f"{name} copy.txt").write_text(" ".join(words), encoding="utf-8")
+        if n == 0:  # two references: one keeps the group, the other is a member of role reference
+            (ref / "kept.txt").write_text(" ".join(words), encoding="utf-8")
+            (ref / "kept too.txt").write_text(" ".join(words) + " more", encoding="utf-8")
+    report = tmp_path / "r.html"
+    r = invoke("-w", tmp_path / "w", "run", docs, "--reference", ref, "--groups", "--format", "jsonl",
+               "--report", report)
+    assert r.exit_code == 0, r.output
+    groups = [g for g in map(json.loads, r.stdout.splitlines()) if g["type"] == "group"]
+    assert len(groups) == 4 and {m["role"] for g in groups for m in g["members"]} == {"keeper", "duplicate",
+                                                                                      "reference"}
+    blob = Page(report.read_text(encoding="utf-8")).blob()
+    assert [[m["id"] for m in g["members"]] for g in blob["groups"]] == [[m["id"] for m in g["members"]]
+                                                                         for g in groups]
+    assert {int(d): size for d, (size, _) in blob["docs"].items()} == {
+        m["doc"]: Path(m["id"]).stat().st_size for g in blob["groups"] for m in g["members"]}
+    data = html.load(WorkDir(tmp_path / "w", create=False))
+    assert data.sizes == tuple(len(g["members"]) for g in groups)
+    summary = r.stderr.splitlines()[-1].removeprefix("summary: ")
+    assert dict(data.summary)["groups"] == summary and summary.startswith("4 groups, ")
 
 
 @extra
