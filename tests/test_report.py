@@ -287,9 +287,11 @@ def test_pair_view_marks_the_shared_passages_in_the_original_text(tmp_path):
     assert view.scores["shared"] > 0 and view.note == ""
 
 
-def test_pair_views_read_each_document_once_and_find_what_compare_finds_each_way(tmp_path):
-    """compare.both_ways (a pair view's one reading of each side) against compare.run each way, and each side's
-    passages against a brute-force cover of the tokens by shared k-grams: repeated words, a text shorter than k."""
+def test_pair_views_are_explained_together_as_compare_explains_each_pair_each_way(tmp_path):
+    """compare.explain_pairs (the pair views': each document read once, all shingled in one call) against
+    compare.run each way, pair by pair, and each side's passages against a brute-force cover of the tokens by
+    shared k-grams: repeated words, a text shorter than k; a binary or missing file refuses its pairs only."""
+    from nearDup.errors import NearDupError
     from nearDup.pipeline import compare
 
     rng = random.Random(5)
@@ -297,14 +299,20 @@ def test_pair_views_read_each_document_once_and_find_what_compare_finds_each_way
     texts = [" ".join(rng.choices(vocab, k=n)) for n in (40, 35, 2, 60)]
     paths = []
     for n, text in enumerate(texts):
-        paths.append(tmp_path / f"{n}.txt")
-        paths[-1].write_text(text, encoding="utf-8")
+        paths.append(str(tmp_path / f"{n}.txt"))
+        Path(paths[-1]).write_text(text, encoding="utf-8")
+    binary, missing = tmp_path / "binary.txt", str(tmp_path / "missing.txt")
+    binary.write_bytes(b"alpha\0beta")
+    pairs = list(itertools.permutations(range(len(texts)), 2))
     for k in (1, 3, 5):
         params = ShingleParams(k=k)
-        for a, b in itertools.permutations(range(len(texts)), 2):
-            ab, ba = compare.both_ways(str(paths[a]), str(paths[b]), params)
-            assert (ab, ba) == (compare.run(str(paths[a]), str(paths[b]), params, explain=True),
-                                compare.run(str(paths[b]), str(paths[a]), params, explain=True))
+        explained = compare.explain_pairs([(paths[a], paths[b]) for a, b in pairs]
+                                          + [(paths[0], str(binary)), (missing, paths[1])], params)
+        assert [str(e).split(":")[0] for e in explained[-2:]] == [str(binary), missing]
+        assert all(isinstance(e, NearDupError) for e in explained[-2:])
+        for (a, b), (ab, ba) in zip(pairs, explained):
+            assert (ab, ba) == (compare.run(paths[a], paths[b], params, explain=True),
+                                compare.run(paths[b], paths[a], params, explain=True))
             for side, other, result in ((a, b, ab), (b, a, ba)):
                 mine, theirs = texts[side].split(), texts[other].split()
                 grams = {tuple(theirs[i:i + k]) for i in range(max(1, len(theirs) - k + 1))}

@@ -203,20 +203,31 @@ def _rejected(work: WorkDir, shingle_record: ShingleRecord, verify_record: Verif
 
 def _views(groups: list[dict], shown: int, docs, params: ShingleParams) -> tuple[list[PairView], str]:
     """Pair views of each keeper against its duplicates, in the first VIEW_GROUPS groups (within VIEW_PAIRS and
-    VIEW_CHARS); shown: the keeper-member pairs of all the groups."""
+    VIEW_CHARS); shown: the keeper-member pairs of all the groups. The pairs are explained together, in rounds
+    that the limits would allow if every pair gave a view (a text has no more characters than bytes, mostly):
+    one round, unless the documents are large."""
+    candidates = [(docs[g["members"][0]["doc"]], docs[m["doc"]]) for g in groups[:VIEW_GROUPS]
+                  for m in g["members"][1:]]
+    candidates = [(a, b) for a, b in candidates if a["size"] + b["size"] <= 2 * STREAM_BYTES]
     views: list[PairView] = []
-    chars = 0
-    for g in groups[:VIEW_GROUPS]:
-        keeper = g["members"][0]
-        for m in g["members"][1:]:
+    chars = at = 0
+    while at < len(candidates) and len(views) < VIEW_PAIRS and chars < VIEW_CHARS:
+        batch: list[tuple[dict, dict]] = []
+        budget = chars
+        for a, b in candidates[at:at + VIEW_PAIRS - len(views)]:
+            if batch and budget >= VIEW_CHARS:
+                break
+            batch.append((a, b))
+            budget += a["size"] + b["size"]
+        at += len(batch)
+        for (a, b), result in zip(batch, compare.explain_pairs([(a["path"], b["path"]) for a, b in batch], params)):
             if len(views) >= VIEW_PAIRS or chars >= VIEW_CHARS:
                 break
-            a, b = docs[keeper["doc"]], docs[m["doc"]]
-            if a["size"] + b["size"] > 2 * STREAM_BYTES:
+            if isinstance(result, NearDupError):  # changed or gone since the run (JSONL records have no file)
                 continue
             try:
-                view = pair_view(a["path"], b["path"], a["id"], b["id"], params)
-            except (NearDupError, OSError):  # changed or gone since the run (JSONL records have no file)
+                view = _view(*result, a["id"], b["id"], params)
+            except (NearDupError, OSError):
                 continue
             views.append(view)
             chars += sum(len(t) for t, _ in view.segments_a) + sum(len(t) for t, _ in view.segments_b)
@@ -227,15 +238,21 @@ def _views(groups: list[dict], shown: int, docs, params: ShingleParams) -> tuple
 
 
 def pair_view(path_a: str, path_b: str, name_a: str, name_b: str, params: ShingleParams) -> PairView:
-    """Both documents with the passages each shares with the other (compare.both_ways: each read and shingled
-    once), cut where the two texts stop running in step (a moved paragraph is its own passage) and marked in the
-    original text; each passage points at the passage of the other side that holds its first shingle."""
-    ab, ba = compare.both_ways(path_a, path_b, params)
+    """Both documents with the passages each shares with the other (compare.explain_pairs), cut where the two
+    texts stop running in step (a moved paragraph is its own passage) and marked in the original text; each
+    passage points at the passage of the other side that holds its first shingle."""
+    (result,) = compare.explain_pairs([(path_a, path_b)], params)
+    if isinstance(result, NearDupError):
+        raise result
+    return _view(*result, name_a, name_b, params)
+
+
+def _view(ab: dict, ba: dict, name_a: str, name_b: str, params: ShingleParams) -> PairView:
+    """pair_view of compare's results both ways."""
+    path_a, path_b = ab["a"], ab["b"]
     scores = {k: ab[k] for k in ("jaccard", "containment_a_in_b", "containment_b_in_a", "shingles_a", "shingles_b",
                                  "shared")}
-    ta, tb = ab["tokens_a"], ba["tokens_a"]
-    if ta is None or tb is None:
-        raise NearDupError(f"{path_a if ta is None else path_b}: too large for a pair view")
+    ta, tb = ab["tokens_a"], ba["tokens_a"]  # (explain_pairs refuses a file it could not hold whole)
     (pa, sa), (pb, sb) = _aligned(ta, ab["passages"], tb, params.k), _aligned(tb, ba["passages"], ta, params.k)
     sides, notes = [], []
     for path, tokens, passages in ((path_a, ta, pa), (path_b, tb, pb)):
