@@ -5,7 +5,7 @@ with the summary, the S-curve, the Jaccard histogram of the candidates, the grou
 Two halves: `render(data)` is a pure function from a ReportData (plain values) to one HTML string, byte-identical
 for equal data (no timestamps; the figures are SVG written by figures.py with fixed precision); `load(work)` and
 `load_pair(...)` build that data from a work dir or from two files, through the library's own readers (stored
-pairs, groups, stage records, compare.run for the passages). jinja2 comes with nearDup[report].
+pairs, groups, stage records, compare.explain_pairs for the passages). jinja2 comes with nearDup[report].
 """
 from __future__ import annotations
 
