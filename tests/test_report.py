@@ -106,9 +106,9 @@ def test_report_data_equal_the_jsonl_results(sample):
     groups = [json.loads(line) for line in r.stdout.splitlines() if '"type": "group"' in line]
     assert [_as_printed(g, "group") for g in blob["groups"]] == groups and len(groups) == 6
     # each member's size and date are its file's
-    for g in groups:
+    for g in blob["groups"]:
         for m in g["members"]:
-            assert blob["docs"][m["id"]][0] == Path(m["id"]).stat().st_size
+            assert blob["docs"][str(m["doc"])][0] == Path(m["id"]).stat().st_size
 
 
 @extra
@@ -131,6 +131,41 @@ def test_report_is_byte_identical_for_the_same_input(sample, tmp_path):
     first = sample["report"].read_bytes()
     assert again.read_bytes() == first and later.read_bytes() == first
     assert b"<dc:date>" not in first and b"metadata" not in first
+
+
+@extra
+def test_members_sizes_and_summary_are_found_in_groups_whose_paths_look_like_their_keys(tmp_path):
+    """The report finds each member's document, role and group size in the stored groups' text without parsing
+    it: paths that spell those keys, with quotes and backslashes, and a reference, must not fool it."""
+    rng = random.Random(7)
+    docs, ref = tmp_path / "docs", tmp_path / "ref"
+    docs.mkdir()
+    ref.mkdir()
+    names = ['a "doc": 7', 'b \\"size\\": 99', '"role": "duplicate"', "d \u00e9\\"]
+    for n, name in enumerate(names):
+        words = [f"w{rng.randrange(5000)}" for _ in range(60 + 10 * n)]
+        (docs / f"{name}.txt").write_text(" ".join(words), encoding="utf-8")
+        words[n] = "changed"
+        (docs / f"{name} copy.txt").write_text(" ".join(words), encoding="utf-8")
+        if n == 0:  # two references: one keeps the group, the other is a member of role reference
+            (ref / "kept.txt").write_text(" ".join(words), encoding="utf-8")
+            (ref / "kept too.txt").write_text(" ".join(words) + " more", encoding="utf-8")
+    report = tmp_path / "r.html"
+    r = invoke("-w", tmp_path / "w", "run", docs, "--reference", ref, "--groups", "--format", "jsonl",
+               "--report", report)
+    assert r.exit_code == 0, r.output
+    groups = [g for g in map(json.loads, r.stdout.splitlines()) if g["type"] == "group"]
+    assert len(groups) == 4 and {m["role"] for g in groups for m in g["members"]} == {"keeper", "duplicate",
+                                                                                      "reference"}
+    blob = Page(report.read_text(encoding="utf-8")).blob()
+    assert [[m["id"] for m in g["members"]] for g in blob["groups"]] == [[m["id"] for m in g["members"]]
+                                                                         for g in groups]
+    assert {int(d): size for d, (size, _) in blob["docs"].items()} == {
+        m["doc"]: Path(m["id"]).stat().st_size for g in blob["groups"] for m in g["members"]}
+    data = html.load(WorkDir(tmp_path / "w", create=False))
+    assert data.sizes == tuple(len(g["members"]) for g in groups)
+    summary = r.stderr.splitlines()[-1].removeprefix("summary: ")
+    assert dict(data.summary)["groups"] == summary and summary.startswith("4 groups, ")
 
 
 @extra
@@ -250,6 +285,42 @@ def test_pair_view_marks_the_shared_passages_in_the_original_text(tmp_path):
     assert "Café Naïve" in "".join(t for t, n in view.segments_a if n >= 0)
     assert view.peers_a == [0] and view.peers_b == [0]  # one passage each, aligned with each other
     assert view.scores["shared"] > 0 and view.note == ""
+
+
+def test_pair_views_are_explained_together_as_compare_explains_each_pair_each_way(tmp_path):
+    """compare.explain_pairs (the pair views': each document read once, all shingled in one call) against
+    compare.run each way, pair by pair, and each side's passages against a brute-force cover of the tokens by
+    shared k-grams: repeated words, a text shorter than k; a binary or missing file refuses its pairs only."""
+    from nearDup.errors import NearDupError
+    from nearDup.pipeline import compare
+
+    rng = random.Random(5)
+    vocab = ["alpha", "beta", "gamma", "delta", "eps"]  # few words: shingles repeat within a text
+    texts = [" ".join(rng.choices(vocab, k=n)) for n in (40, 35, 2, 60)]
+    paths = []
+    for n, text in enumerate(texts):
+        paths.append(str(tmp_path / f"{n}.txt"))
+        Path(paths[-1]).write_text(text, encoding="utf-8")
+    binary, missing = tmp_path / "binary.txt", str(tmp_path / "missing.txt")
+    binary.write_bytes(b"alpha\0beta")
+    pairs = list(itertools.permutations(range(len(texts)), 2))
+    for k in (1, 3, 5):
+        params = ShingleParams(k=k)
+        explained = compare.explain_pairs([(paths[a], paths[b]) for a, b in pairs]
+                                          + [(paths[0], str(binary)), (missing, paths[1])], params)
+        assert [str(e).split(":")[0] for e in explained[-2:]] == [str(binary), missing]
+        assert all(isinstance(e, NearDupError) for e in explained[-2:])
+        for (a, b), (ab, ba) in zip(pairs, explained):
+            assert (ab, ba) == (compare.run(paths[a], paths[b], params, explain=True),
+                                compare.run(paths[b], paths[a], params, explain=True))
+            for side, other, result in ((a, b, ab), (b, a, ba)):
+                mine, theirs = texts[side].split(), texts[other].split()
+                grams = {tuple(theirs[i:i + k]) for i in range(max(1, len(theirs) - k + 1))}
+                covered = np.zeros(len(mine), bool)
+                for i in range(max(1, len(mine) - k + 1)):
+                    if tuple(mine[i:i + k]) in grams:
+                        covered[i:i + k] = True
+                assert [i for s, e in result["passages"] for i in range(s, e)] == np.flatnonzero(covered).tolist()
 
 
 @extra

@@ -5,7 +5,7 @@ with the summary, the S-curve, the Jaccard histogram of the candidates, the grou
 Two halves: `render(data)` is a pure function from a ReportData (plain values) to one HTML string, byte-identical
 for equal data (no timestamps; the figures are SVG written by figures.py with fixed precision); `load(work)` and
 `load_pair(...)` build that data from a work dir or from two files, through the library's own readers (stored
-pairs, groups, stage records, compare.run for the passages). jinja2 comes with nearDup[report].
+pairs, groups, stage records, compare.explain_pairs for the passages). jinja2 comes with nearDup[report].
 """
 from __future__ import annotations
 
@@ -21,10 +21,9 @@ from pathlib import Path
 import numpy as np
 
 from ..config import ShingleParams
-from ..errors import NearDupError
+from ..errors import NearDupError, WorkDirError
 from ..kernels import sets
 from ..pipeline import compare
-from ..pipeline.cluster import clusters
 from ..pipeline.copies import among, stored_entries, verified_entries
 from ..pipeline.driver import PartitionArrays, part_starts, require
 from ..pipeline.results import StoredPairs, recall_line, recall_warning, resolved_params
@@ -35,7 +34,7 @@ from ..store.workdir import WorkDir
 from ..text.read import STREAM_BYTES, decode
 from ..wording import human_size, plural
 from . import figures
-from .results import summary_line
+from .results import groups_summary
 
 MISSING_EXTRA = "--report needs jinja2 and pygal: pip install 'nearDup[report]'"
 VIEW_GROUPS = 20  # pair views (keeper against each duplicate) are made for the first groups only,
@@ -80,7 +79,7 @@ class ReportData:
     pairs_json: str = "[]"  # the pair records as the work dir stores them (verify's pairs.jsonl), as a JSON array
     groups_json: str = "[]"  # the group records likewise (cluster's clusters.jsonl)
     sizes: tuple = ()  # each group's size (for the figure: the JSON above is not parsed again)
-    docs: dict = dataclasses.field(default_factory=dict)  # id -> [size, "YYYY-MM-DD"] of group members
+    docs: dict = dataclasses.field(default_factory=dict)  # document number -> [size, "YYYY-MM-DD"] of group members
     verified: tuple = ()  # exact Jaccard of the verified entries (a pair, or the pairs of classes of copies)
     verified_counts: tuple = ()  # how many document pairs each of them stands for (empty: one each)
     rejected: tuple = ()  # exact Jaccard of (a sample of) the rejected candidates' entries
@@ -105,12 +104,14 @@ def load(work: WorkDir) -> ReportData:
     params = resolved_params(work, "cluster")
     threshold = float(params["threshold"])
     docs = load_docs(work)
-    groups = clusters(work)
+    groups_path = work.current("cluster", "clusters.jsonl")
+    groups_json = work.jsonl_array(groups_path, "cluster")  # copied into the page as it is
+    members, roles, group_sizes = _group_columns(groups_json, groups_path)
     pairs = StoredPairs(work)
     sizes, mtimes = docs.catalog["size"], docs.catalog["mtime_ns"]
-    members = dict(sorted((m["id"], m["doc"]) for g in groups for m in g["members"]))
-    numbers = np.fromiter(members.values(), np.int64, len(members))
-    info = dict(zip(members, zip(sizes[numbers].tolist(), _dates(mtimes[numbers]))))
+    numbers = np.unique(members)
+    info = dict(zip(numbers.tolist(), zip(sizes[numbers].tolist(), _dates(mtimes[numbers]))))
+    duplicates = members[roles == "duplicate"]
     verified = tuple(work.load_array(work.current("verify", "scores.npy"), "verify")[:, 0].tolist())  # (J, estimate)
     verified_counts = tuple(verified_entries(work).count().tolist())  # copies of one text: one entry, many pairs
     rejected, rejected_counts, rejected_note = _rejected(work, shingle_record, verify_record)
@@ -129,18 +130,19 @@ def load(work: WorkDir) -> ReportData:
         ("verified pairs", str(sum(verified_counts))),
         ("recall", recall_line(work, verify_record.stats, threshold) or "not estimated (verified before nearDup "
                                                                           "estimated it: run verify again)"),
-        ("groups", summary_line(pairs, groups, lambda m: int(sizes[m["doc"]]))),
+        ("groups", groups_summary(len(group_sizes), len(duplicates), int(sizes[duplicates].sum()))),
     ]
     notes = [w for w in (recall_warning(work, threshold),) if w]
     if len(pairs) > MAX_PAIRS:  # thousands of copies of one text make millions of pairs: the groups say it all
         notes.append(f"the page holds the first {MAX_PAIRS} of the {len(pairs)} verified pairs' records (all are in "
                      f"the figures); `neardup -w {work.root} verify --format jsonl` prints them all")
-    views, left = _views(groups, docs, shingle_record.params)
+    views, left = _views(list(itertools.islice(work.iter_jsonl(groups_path, "cluster"), VIEW_GROUPS)),
+                         len(members) - len(group_sizes), docs, shingle_record.params)
     if left:
         notes.append(left)
     return ReportData(f"nearDup report: {summary[0][1]}", summary, params,
-                      _json_lines(work.current("verify", "pairs.jsonl"), MAX_PAIRS),
-                      _json_lines(work.current("cluster", "clusters.jsonl")), tuple(g["size"] for g in groups), info,
+                      work.jsonl_array(work.current("verify", "pairs.jsonl"), "verify", MAX_PAIRS),
+                      groups_json, tuple(group_sizes.tolist()), info,
                       verified, verified_counts, rejected, rejected_counts, rejected_note,
                       params["bands"], params["rows"], threshold, tuple(views), tuple(notes))
 
@@ -156,12 +158,22 @@ def load_pair(a: str, b: str, params: ShingleParams, threshold: float) -> Report
                       threshold=threshold)
 
 
-def _json_lines(path: Path, limit: int | None = None) -> str:
-    """The first `limit` records of a stored JSONL file as one JSON array, copied as text: the records are the ones
-    `--format jsonl` prints (with keys sorted, without "type"; a group's members also have their document number),
-    and parsing and printing them again took a third of a report's time."""
-    with open(path, encoding="utf-8", errors="surrogatepass") as f:
-        return "[" + ",".join(line.rstrip("\n") for line in itertools.islice(f, limit)) + "]"
+_MEMBER_DOC = re.compile(r'"doc": (\d+)')
+_MEMBER_ROLE = re.compile(r'"role": "(\w+)"')
+_GROUP_SIZE = re.compile(r'"size": (\d+)')
+
+
+def _group_columns(groups_json: str, path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each member's document number and role, in order, and each group's size, found in the groups' JSON text
+    without parsing it (parsing 10,000 groups took a quarter of the report's time). The keys are found only as
+    keys: inside a JSON string every quote is escaped, so '"doc": ' cannot occur there; no other key of a group or
+    a member ends in doc, role or size. The counts must agree (one doc and one role a member)."""
+    members = np.array(_MEMBER_DOC.findall(groups_json), dtype=np.int64)
+    roles = np.array(_MEMBER_ROLE.findall(groups_json))
+    sizes = np.array(_GROUP_SIZE.findall(groups_json), dtype=np.int64)
+    if not len(members) == len(roles) == int(sizes.sum()):
+        raise WorkDirError(f"{path}: corrupt or truncated; re-run the cluster stage (or use --force)")
+    return members, roles, sizes
 
 
 def _dates(mtime_ns: np.ndarray) -> list[str]:
@@ -189,43 +201,58 @@ def _rejected(work: WorkDir, shingle_record: ShingleRecord, verify_record: Verif
     return tuple(float(x) for x in sets.jaccard(inter, la, lb)), tuple(counts.tolist()), note
 
 
-def _views(groups: list[dict], docs, params: ShingleParams) -> tuple[list[PairView], str]:
+def _views(groups: list[dict], shown: int, docs, params: ShingleParams) -> tuple[list[PairView], str]:
     """Pair views of each keeper against its duplicates, in the first VIEW_GROUPS groups (within VIEW_PAIRS and
-    VIEW_CHARS)."""
+    VIEW_CHARS); shown: the keeper-member pairs of all the groups. The pairs are explained together, in rounds
+    that the limits would allow if every pair gave a view (a text has no more characters than bytes, mostly):
+    one round, unless the documents are large."""
+    candidates = [(docs[g["members"][0]["doc"]], docs[m["doc"]]) for g in groups[:VIEW_GROUPS]
+                  for m in g["members"][1:]]
+    candidates = [(a, b) for a, b in candidates if a["size"] + b["size"] <= 2 * STREAM_BYTES]
     views: list[PairView] = []
-    chars = 0
-    for g in groups[:VIEW_GROUPS]:
-        keeper = g["members"][0]
-        for m in g["members"][1:]:
+    chars = at = 0
+    while at < len(candidates) and len(views) < VIEW_PAIRS and chars < VIEW_CHARS:
+        batch: list[tuple[dict, dict]] = []
+        budget = chars
+        for a, b in candidates[at:at + VIEW_PAIRS - len(views)]:
+            if batch and budget >= VIEW_CHARS:
+                break
+            batch.append((a, b))
+            budget += a["size"] + b["size"]
+        at += len(batch)
+        for (a, b), result in zip(batch, compare.explain_pairs([(a["path"], b["path"]) for a, b in batch], params)):
             if len(views) >= VIEW_PAIRS or chars >= VIEW_CHARS:
                 break
-            a, b = docs[keeper["doc"]], docs[m["doc"]]
-            if a["size"] + b["size"] > 2 * STREAM_BYTES:
+            if isinstance(result, NearDupError):  # changed or gone since the run (JSONL records have no file)
                 continue
             try:
-                view = pair_view(a["path"], b["path"], a["id"], b["id"], params)
-            except (NearDupError, OSError):  # changed or gone since the run (JSONL records have no file)
+                view = _view(*result, a["id"], b["id"], params)
+            except (NearDupError, OSError):
                 continue
             views.append(view)
             chars += sum(len(t) for t, _ in view.segments_a) + sum(len(t) for t, _ in view.segments_b)
-    shown = sum(g["size"] - 1 for g in groups)
     left = "" if len(views) >= shown else (
-        f"pair views: {plural(len(views), 'pair')} of the first {min(len(groups), VIEW_GROUPS)} groups are shown; "
+        f"pair views: {plural(len(views), 'pair')} of the first {len(groups)} groups are shown; "
         f"for another pair run `neardup compare KEEPER DUPLICATE --report pair.html`")
     return views, left
 
 
 def pair_view(path_a: str, path_b: str, name_a: str, name_b: str, params: ShingleParams) -> PairView:
-    """Both documents with the passages each shares with the other (compare.run, once each way), cut where the
-    two texts stop running in step (a moved paragraph is its own passage) and marked in the original text; each
+    """Both documents with the passages each shares with the other (compare.explain_pairs), cut where the two
+    texts stop running in step (a moved paragraph is its own passage) and marked in the original text; each
     passage points at the passage of the other side that holds its first shingle."""
-    ab = compare.run(path_a, path_b, params, explain=True)
-    ba = compare.run(path_b, path_a, params, explain=True)
+    (result,) = compare.explain_pairs([(path_a, path_b)], params)
+    if isinstance(result, NearDupError):
+        raise result
+    return _view(*result, name_a, name_b, params)
+
+
+def _view(ab: dict, ba: dict, name_a: str, name_b: str, params: ShingleParams) -> PairView:
+    """pair_view of compare's results both ways."""
+    path_a, path_b = ab["a"], ab["b"]
     scores = {k: ab[k] for k in ("jaccard", "containment_a_in_b", "containment_b_in_a", "shingles_a", "shingles_b",
                                  "shared")}
-    ta, tb = ab["tokens_a"], ba["tokens_a"]
-    if ta is None or tb is None:
-        raise NearDupError(f"{path_a if ta is None else path_b}: too large for a pair view")
+    ta, tb = ab["tokens_a"], ba["tokens_a"]  # (explain_pairs refuses a file it could not hold whole)
     (pa, sa), (pb, sb) = _aligned(ta, ab["passages"], tb, params.k), _aligned(tb, ba["passages"], ta, params.k)
     sides, notes = [], []
     for path, tokens, passages in ((path_a, ta, pa), (path_b, tb, pb)):

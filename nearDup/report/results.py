@@ -132,6 +132,10 @@ def summary_line(pairs: list[dict] | StoredPairs, groups: list[dict] | None, siz
         documents = len({p["a"] for p in pairs} | {p["b"] for p in pairs})
         return f"{plural(len(pairs), 'pair')} among {plural(documents, 'document')}"
     dupes = [m for g in groups for m in g["members"] if m["role"] == "duplicate"]
-    size = sum(size_of(m) for m in dupes)
-    return (f"{plural(len(groups), 'group')}, {plural(len(dupes), 'duplicate')}, {plural(size, 'byte')} "
+    return groups_summary(len(groups), len(dupes), sum(size_of(m) for m in dupes))
+
+
+def groups_summary(groups: int, duplicates: int, size: int) -> str:
+    """summary_line of groups, from their counts and the duplicates' bytes."""
+    return (f"{plural(groups, 'group')}, {plural(duplicates, 'duplicate')}, {plural(size, 'byte')} "
             f"({human_size(size)}) in duplicates")

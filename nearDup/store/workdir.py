@@ -58,6 +58,7 @@ import dataclasses
 import datetime
 import errno
 import fcntl
+import itertools
 import json
 import mmap as mmap_module
 import os
@@ -422,6 +423,19 @@ class WorkDir:
         try:
             with open(path, encoding="utf-8", errors="surrogatepass") as f:
                 return [json.loads(line) for line in f]
+        except FileNotFoundError:
+            raise WorkDirError(f"{path}: missing; re-run the {stage} stage (or use --force)") from None
+        except (ValueError, OSError):
+            raise WorkDirError(f"{path}: corrupt or truncated; re-run the {stage} stage (or use --force)") from None
+
+    def jsonl_array(self, path: Path, stage: str, limit: int | None = None) -> str:
+        """The first `limit` records of a JSONL file as the text of one JSON array, not parsed: the HTML report
+        copies it into its page as it is."""
+        try:
+            with open(path, encoding="utf-8", errors="surrogatepass") as f:
+                if limit is None:  # (a record is one line: JSON escapes the newlines inside it)
+                    return "[" + f.read().rstrip("\n").replace("\n", ",") + "]"
+                return "[" + ",".join(line.rstrip("\n") for line in itertools.islice(f, limit)) + "]"
         except FileNotFoundError:
             raise WorkDirError(f"{path}: missing; re-run the {stage} stage (or use --force)") from None
         except (ValueError, OSError):
