@@ -313,6 +313,31 @@ def test_streams_in_memory_follow_each_other_as_the_stdlib_readers_read_them(tmp
         ex._decompressed(gzip.compress(bytes(4096)), "gz", ex._Budget(4000))
 
 
+def test_untidied_texts_give_the_shingles_of_the_tidied_ones(tmp_path):
+    # The shingle stage skips the tidy pass (ExtractOptions.tidy): its shingles must not change, for any unit,
+    # whitespace rule or punctuation setting, on every format and on blanks of every kind.
+    from nearDup.config import ShingleParams
+    from nearDup.text.read import Document
+    from nearDup.text.shingles import shingle_documents
+
+    texts = []
+    for case, (path, _) in _cases(tmp_path).items():
+        tidied, raw = (text_of(path, options=ex.ExtractOptions(tidy=t)) for t in (True, False))
+        assert tidied == ex._tidy(raw), case
+        texts.append((tidied, raw))
+    assert any(t != r for t, r in texts)  # the pass does change the text of some formats
+    rng = random.Random(5)
+    alphabet = list("ab.́¨ \t\n\r\x0b\x0c\x1c\x1d\x1e\x1f\x85\xa0\u2028\u2029\u3000\ufeff")
+    for _ in range(300):
+        raw = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 40)))
+        texts.append((ex._tidy(raw), raw))
+    for params in (ShingleParams(), ShingleParams(unit="char", k=3), ShingleParams(unit="char", k=3, strip_punct=True),
+                   ShingleParams(unit="char", k=2, whitespace="remove")):
+        got = [shingle_documents([(Document("d", t, 0, 0, "", False), {})], params, {})[1].tolist() for pair in texts
+               for t in pair]
+        assert got[0::2] == got[1::2], params
+
+
 def test_word_split_across_runs_and_spans_stays_whole(tmp_path):
     make_docx(tmp_path / "a.docx", ["alpha beta gamma delta epsilon"])
     assert text_of(tmp_path / "a.docx") == "alpha beta gamma delta epsilon"

@@ -62,11 +62,15 @@ LABELS = {"text": "text", "pdf": "PDF", "docx": "DOCX", "odt": "ODT", "epub": "E
 @dataclasses.dataclass(frozen=True)
 class ExtractOptions:
     """How to read documents. max_bytes bounds the uncompressed bytes of one file (all compression layers and zip
-    members together); max_pages (0: none) refuses longer PDFs before reading them."""
+    members together); max_pages (0: none) refuses longer PDFs before reading them. tidy: one line per paragraph,
+    blanks collapsed (_tidy), as `neardup extract` shows a text; the shingle stage reads only words, which blanks do
+    not change (normalise collapses them), so it skips that pass (a fifth of reading an HTML page). An mbox message
+    is always tidied: its id's hash and size are those of its text."""
 
     html_main: bool = False
     max_bytes: int = 256 << 20
     max_pages: int = 0
+    tidy: bool = True
 
 
 class ExtractError(InputError):
@@ -123,6 +127,8 @@ def version(fmt: str, options: ExtractOptions = ExtractOptions()) -> str:
             parts.append(f"{dist}-none")
     if main:
         parts.append("main")
+    if not options.tidy and fmt not in ("text", "mbox"):
+        parts.append("untidied")
     return ",".join(parts)
 
 
@@ -243,7 +249,7 @@ def _extract(f, name: str, fmt: str, options: ExtractOptions, budget: _Budget, w
         elif fmt == "text":  # as the plain-file reader gives it: a .txt.gz reads exactly as its .txt
             yield "", _plain(_read_all(f, budget), options)
         elif fmt in _WHOLE:
-            yield "", _tidy(_WHOLE[fmt](_read_all(f, budget), options))
+            yield "", _tidy(_WHOLE[fmt](_read_all(f, budget), options), options)
         elif fmt == "ole":
             raise _ole(f)
         elif fmt == "binary":
@@ -317,8 +323,11 @@ def _need(module: str, fmt: str):
         raise MissingExtra(fmt) from exc
 
 
-def _tidy(text: str) -> str:
-    """One line per paragraph, runs of blanks collapsed: the same words read the same from every format."""
+def _tidy(text: str, options: ExtractOptions | None = None) -> str:
+    """One line per paragraph, runs of blanks collapsed: the same words read the same from every format. With
+    options.tidy False, text as it is (ExtractOptions)."""
+    if options is not None and not options.tidy:
+        return text
     return "\n".join(" ".join(line.split()) for line in text.splitlines() if line and not line.isspace())
 
 
@@ -475,14 +484,14 @@ def _zipped(f, options, budget: _Budget) -> str:
                     if b"encryption-data" in m.read():
                         raise Encrypted("encrypted ODT: skipped")
             with member("content.xml") as m:
-                return _tidy(_odt_text(m))
+                return _tidy(_odt_text(m), options)
         if "word/document.xml" in infos:
             parts = []
             for name in ("word/document.xml", "word/footnotes.xml", "word/endnotes.xml"):
                 if name in infos:
                     with member(name) as m:
                         parts.append(_docx_text(m))
-            return _tidy("\n".join(parts))
+            return _tidy("\n".join(parts), options)
         if "[Content_Types].xml" in infos:
             raise Unsupported("Office Open XML without a Word document (spreadsheet or slides?): skipped")
         raise Unsupported("zip archive without a document in it: skipped")
@@ -592,7 +601,7 @@ def _epub(infos, member, options) -> str:
         if name in infos:
             with member(name) as m:
                 texts.append(_html_bytes(m.read(), ExtractOptions()))  # chapters have no site template
-    return _tidy("\n".join(texts))
+    return _tidy("\n".join(texts), options)
 
 
 def _ole(f) -> ExtractError:
@@ -641,8 +650,8 @@ def _pdf(f, options) -> Iterator[tuple[str, str]]:
     finally:
         doc.close()
     # PDFium marks a hyphen at a line end as U+FFFE (or 0x02): it is still a hyphen between two words.
-    text = _tidy("\n".join(texts).replace("\ufffe", "-").replace("\x02", "-"))
-    if not text:
+    text = _tidy("\n".join(texts).replace("\ufffe", "-").replace("\x02", "-"), options)
+    if not text or text.isspace():
         raise NoText("no text layer (scanned?): skipped")
     yield "", text
 
