@@ -340,15 +340,20 @@ def _compressed(f, name: str, fmt: str, options, budget: _Budget, warn, depth: i
     left = budget.left
     whole = _decompressed(f.getvalue(), fmt, budget) if isinstance(f, io.BytesIO) and fmt in _DECOMPRESSORS else None
     if whole is not None:
+        # the plain-file reader's own test (its cheap checks first): a .txt.gz reads exactly as its .txt
+        inner = document_format(whole, inner_name) or "text"
+        if inner == "text":  # the usual case, decoded at once (charged to the budget as _read_all would)
+            budget.take(len(whole))
+            yield "", _plain(whole, options)
+            return
         inner_file: Any = io.BytesIO(whole)
     else:  # on disk, zst, or past IN_MEMORY: streamed
         budget.left = left
         f.seek(0)
         inner_file = _streamed(f, fmt, budget)
-    with inner_file:
-        # the plain-file reader's own test (its cheap checks first): a .txt.gz reads exactly as its .txt
         inner = document_format(inner_file.read(HEAD), inner_name) or "text"
         inner_file.seek(0)
+    with inner_file:
         yield from _extract(inner_file, inner_name, inner, options, budget, warn, depth + 1)
 
 
