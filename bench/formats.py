@@ -19,6 +19,10 @@ bare, ...) so that a shared machine's load drift falls on both:
   in process): listing, detection, hashing, the time limit, the extraction cache, the shard files.
 - --against CHECKOUT: the stage of an earlier nearDup (its nearDup/ folder, e.g. from `git archive`), in the
   same passes, so that a change's effect is a ratio from one run.
+- --parts: where nearDup's per-file cost goes, in process, without the stage's files: the bare call; the file
+  read (text.read._read_file); the format detection (text.read.document_format); the content hash (blake2b, which
+  the catalog and an index need); extract() from the bytes read; and read_documents (all of them, as a task
+  runs it: its per-file bookkeeping included). CPU microseconds a file, median of --rounds interleaved passes.
 - --scaling: only the stage, with --jobs 1 and --jobs 2 in alternating passes, both over the same 8 partitions
   (--partition-docs docs / 8: partitions never depend on --jobs), on a folder large enough (thousands of files)
   that the pool's fixed cost is amortised.
@@ -126,6 +130,54 @@ def stage_pass(folder: Path, jobs: int, partition_docs: int, *extra: str, cli=No
         shutil.rmtree(work)
 
 
+def parts(out: Path, docs: int, rounds: int, only: set) -> None:
+    """The --parts table (see the module docstring)."""
+    print(f"{'format':7} {'bare us':>8} {'read':>6} {'detect':>7} {'hash':>6} {'extract':>8} {'documents':>9} "
+          f"{'ours-bare':>9}  (CPU us a file)")
+    for fmt, fn, _ in BARE:
+        if not only or fmt in only:
+            us = _parts(fmt, fn, sorted((out / fmt).iterdir())[:docs], rounds)
+            print(f"{fmt:7} {us['bare']:8.1f} {us['read']:6.1f} {us['detect']:7.1f} {us['hash']:6.1f} "
+                  f"{us['extract']:8.1f} {us['documents']:9.1f} {us['documents'] - us['bare']:+9.1f}", flush=True)
+
+
+def _parts(fmt: str, fn, files: list[Path], rounds: int) -> dict[str, float]:
+    import hashlib
+
+    from nearDup.config import SourceParams
+    from nearDup.text import read
+    from nearDup.text.inputs import list_items
+
+    source = SourceParams(html="main") if fmt == "site_a" else SourceParams()
+    paths = [str(p) for p in files]
+    items = list(list_items(paths, source).items)
+    datas = [read._read_file(p, f.stat().st_size) for p, f in zip(paths, files)]
+    kinds = [read.document_format(d, p) for d, p in zip(datas, paths)]
+    options = ExtractOptions(html_main=fmt == "site_a", tidy=False)
+
+    def documents():
+        read._local.guard = read._Guard()  # as in a task: the deadline, no extraction thread
+        try:
+            for _ in read.read_documents(items, source, {}, tidy=False):
+                pass
+        finally:
+            read._local.guard = None
+
+    steps = {"bare": lambda: [fn(p) for p in paths],
+             "read": lambda: [read._read_file(p, len(d)) for p, d in zip(paths, datas)],
+             "detect": lambda: [read.document_format(d, p) for d, p in zip(datas, paths)],
+             "hash": lambda: [hashlib.blake2b(d, digest_size=16).hexdigest() for d in datas],
+             "extract": lambda: [list(extract(p, k, options, None, d)) for p, k, d in zip(paths, kinds, datas) if k],
+             "documents": documents}
+    times: dict[str, list[float]] = {k: [] for k in steps}
+    for _ in range(rounds + 1):  # the first round warms up and is dropped
+        for name, step in steps.items():
+            c = cpu()
+            step()
+            times[name].append(cpu() - c)
+    return {k: 1e6 * statistics.median(v[1:]) / len(paths) for k, v in times.items()}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--docs", type=int, default=60)
@@ -134,6 +186,7 @@ def main() -> None:
     ap.add_argument("--only", default="")
     ap.add_argument("--against", default="", help="a checkout of an earlier nearDup whose stage is timed too")
     ap.add_argument("--scaling", action="store_true", help="--jobs 2 against --jobs 1 only")
+    ap.add_argument("--parts", action="store_true", help="where the per-file cost goes, in process")
     args = ap.parse_args()
     then = against(Path(args.against)) if args.against else None
     out = Path(args.out)
@@ -142,6 +195,9 @@ def main() -> None:
     print(f"{platform.node()}: {os.cpu_count()} CPUs, {platform.processor() or platform.machine()}, Python "
           f"{platform.python_version()}, load average {os.getloadavg()[0]:.1f} at start; {args.docs} files a format, "
           f"median of {args.rounds} alternating passes")
+    if args.parts:
+        parts(out, args.docs, args.rounds, only)
+        return
     if args.scaling:
         print(f"{'format':7} {'jobs 1 f/s':>10} {'jobs 2 f/s':>10} {'x':>5} {'j1 CPU ms':>9} {'j2 CPU':>7} "
               f"{'load':>9}")
@@ -162,7 +218,7 @@ def main() -> None:
         cpus: dict[str, list[float]] = {k: [] for k in variants}
         mb = 0
         extra = ("--html", "main") if fmt == "site_a" else ()
-        parts = max(1, -(-len(files) // 8))  # --scaling: 8 partitions, for --jobs 1 and 2 alike
+        per_part = max(1, -(-len(files) // 8))  # --scaling: 8 partitions, for --jobs 1 and 2 alike
         load = os.getloadavg()[0]
         if not args.scaling:
             bare_pass(files, fn)  # warm: imports, the page cache
@@ -179,7 +235,7 @@ def main() -> None:
                 elif what == "ours":
                     stage_pass(folder, 1, 4000, *extra)
                 else:
-                    stage_pass(folder, 1 if what == "jobs1" else 2, parts, *extra)
+                    stage_pass(folder, 1 if what == "jobs1" else 2, per_part, *extra)
                 walls[what].append(time.perf_counter() - t)
                 cpus[what].append(cpu() - c)
         n = len(files)

@@ -326,10 +326,11 @@ _FIRST_BYTES = frozenset(b"<%PF\x1f\xfd(B\xd0\xff\xfe\x00\xef \t\r\n")  # the fi
                                                                            # without a ":" (headers have one)
 EXTRACT_SECONDS = 60.0  # per file: an extractor still busy after this is abandoned and the file skipped
 EXTRACT_BYTES = 256 << 20  # per file: uncompressed bytes of all its layers and zip members (bombs are refused)
-# An extraction is cached when it took longer than this. Writing a text to the cache costs ~0.045 ms of CPU (in its
-# task's one transaction) and reading it back ~0.02 ms (bench/RESULTS-formats.md, 2 KB texts): at most a tenth of
-# the extraction for the texts kept (PDF, EPUB, e-mail), while small DOCX, ODT, HTML and compressed files, which
-# take 0.1-0.4 ms, are extracted again rather than paying for a cache a first run does not use
+# An extraction is cached when it took longer than this (CPU time of the extracting thread). Writing a text to the
+# cache costs ~0.045 ms of CPU (in its task's one transaction) and reading it back ~0.02 ms (bench/RESULTS-formats.md,
+# 2 KB texts): at most a tenth of the extraction for the texts kept (PDF, EPUB, e-mail), while small DOCX, ODT, HTML
+# and compressed files, which take 0.1-0.4 ms, are extracted again rather than paying for a cache a first run does
+# not use
 CACHE_SECONDS = 0.0005
 CACHE_FLUSH_BYTES = 16 << 20  # a task's texts waiting to be written to the cache (_TextCache)
 CACHE_FLUSH_SECONDS = 10.0
@@ -387,7 +388,9 @@ def _extracted(item: Item, path: str, fmt: str, data: bytes | None, params: Sour
         found = store.get(stored) if store is not None and stored is not None else None
         if found is None:
             notes: list[str] = []
-            began = time.perf_counter()
+            # CPU time of this thread, which extracts (time_limited_task): on a busy machine, wall time counted the
+            # waits for a core, and a third to a half of 0.4 ms DOCX, ODT and EPUB files were cached at load 15
+            began = time.thread_time() if store is not None else 0.0
             try:
                 found = {"docs": _limited(key, lambda: list(ex.extract(path, fmt, options, notes.append, data))),
                          "notes": notes}
@@ -400,7 +403,7 @@ def _extracted(item: Item, path: str, fmt: str, data: bytes | None, params: Sour
                 _problem(problems, "unreadable", f"{item.id}: still extracting after {EXTRACT_SECONDS:g} s: "
                                                  f"skipped (a hung or very slow {ex.LABELS.get(fmt, fmt)} file)")
                 return
-            if store is not None and stored is not None and time.perf_counter() - began >= CACHE_SECONDS:
+            if store is not None and stored is not None and time.thread_time() - began >= CACHE_SECONDS:
                 store.put(stored, found)
     except OSError as e:
         _unreadable(problems, item, e)
