@@ -190,8 +190,10 @@ def main() -> None:
     args = ap.parse_args()
     then = against(Path(args.against)) if args.against else None
     out = Path(args.out)
-    extractors.make_fixtures(out, args.docs)
     only = set(filter(None, args.only.split(",")))
+    wanted = [fmt for fmt, _, _ in BARE if not only or fmt in only]
+    if any(not (out / fmt).is_dir() or len(os.listdir(out / fmt)) < args.docs for fmt in wanted):
+        extractors.make_fixtures(out, args.docs)  # slow (LibreOffice, pandoc): only when some are missing
     print(f"{platform.node()}: {os.cpu_count()} CPUs, {platform.processor() or platform.machine()}, Python "
           f"{platform.python_version()}, load average {os.getloadavg()[0]:.1f} at start; {args.docs} files a format, "
           f"median of {args.rounds} alternating passes")
