@@ -3,32 +3,46 @@ bare extraction library, and --jobs 2 scaling (issue 20).
 
     python bench/formats.py [--docs 60] [--rounds 5] [--out bench/out/formats] [--only pdf,gz]
                             [--against CHECKOUT]
+    python bench/formats.py --scaling [--docs 2200] [--rounds 3] [--out bench/out/formats-2200]
 
 Fixtures: bench/extractors.py's (the first --docs BBC articles saved by LibreOffice as PDF, DOCX, ODT, by pandoc as
 EPUB and HTML, and as .eml and .txt.gz; made once, reused). Per format, in alternating passes (bare, nearDup,
 bare, ...) so that a shared machine's load drift falls on both:
 
-- bare: the extraction library's own call on each file (pypdfium2's page loop, lxml's tree walk, trafilatura,
-  email, gzip; for DOCX, ODT and EPUB, which nearDup reads with the standard library, nearDup's extract()
-  itself), then nearDup's shingling of the texts (text.shingles.shingle_documents): the work any tool must do.
+- bare: the extraction library called on each file as a user would call it, from the path on disk
+  (pypdfium2's document from the path and every page's text; gzip.open(path).read().decode(), and bz2, lzma,
+  zstandard alike; email.message_from_bytes and get_body().get_content(); trafilatura.extract of the decoded
+  page; for HTML visible text, nearDup's lxml tree walk of the page decoded as UTF-8; for DOCX, ODT and EPUB,
+  which nearDup reads with the standard library, nearDup's extract() itself, without the tidy pass the stage
+  skips too), then nearDup's shingling of the texts (text.shingles.shingle_documents): the work any tool must do.
 - nearDup: the shingle stage over the format's folder into a fresh work dir (`neardup -w W shingle DIR --jobs 1`,
-  in process): listing, detection, hashing, the time-limit thread, the extraction cache, the shard files.
-- --jobs 2: the same stage with two worker processes, the folder cut into 4 partitions (--partition-docs).
+  in process): listing, detection, hashing, the time limit, the extraction cache, the shard files.
 - --against CHECKOUT: the stage of an earlier nearDup (its nearDup/ folder, e.g. from `git archive`), in the
   same passes, so that a change's effect is a ratio from one run.
+- --parts: where nearDup's per-file cost goes, in process, without the stage's files: the bare call; the file
+  read (text.read._read_file); the format detection (text.read.document_format); the content hash (blake2b, which
+  the catalog and an index need); extract() from the bytes read; and read_documents (all of them, as a task
+  runs it: its per-file bookkeeping included). CPU microseconds a file, median of --rounds interleaved passes.
+- --scaling: only the stage, with --jobs 1 and --jobs 2 in alternating passes, both over the same 8 partitions
+  (--partition-docs docs / 8: partitions never depend on --jobs), on a folder large enough (thousands of files)
+  that the pool's fixed cost is amortised.
 
 Reported, for a machine shared with other jobs: CPU time (user + system of this process and its children) per
 pass, whose median is steadier than wall time under load; "CPU ovh", the median nearDup pass over the median bare
 pass; "fmt ovh", the overhead on the format's own cost, its CPU ms/file beyond plain text's (the txt row: read +
 decode against the stage on .txt files), which leaves out what the stage costs for any file (listing, shard files,
-catalog, manifest); files/s of the median wall time with --jobs 1 and --jobs 2, and x, their ratio (the --jobs 2
-scaling, which needs a free second core); "j2 CPU", the CPU time of a --jobs 2 pass (its workers included) over a
---jobs 1 pass's: the work that parallel runs add, which bounds the speed-up on two free cores by about 2 / j2 CPU
-whatever the load; the load average (1 min) at the start of each format's passes.
+catalog, manifest); "ovh us", the same as microseconds a file; the load average (1 min) at the start and end of
+each format's passes. With --scaling: files/s of the median wall time with --jobs 1 and --jobs 2, and x, their
+ratio (the --jobs 2 scaling, which needs a free second core); "j2 CPU", the CPU time of a --jobs 2 pass (its
+workers included) over a --jobs 1 pass's: the work that parallel runs add, which bounds the speed-up on two free
+cores by about 2 / j2 CPU whatever the load.
 """
 from __future__ import annotations
 
 import argparse
+import bz2
+import gzip
+import lzma
 import os
 import platform
 import resource
@@ -45,20 +59,35 @@ sys.path.insert(0, str(REPO))
 import extractors  # noqa: E402
 
 from nearDup.config import ShingleParams  # noqa: E402
-from nearDup.text.extract import extract  # noqa: E402
+from nearDup.text.extract import ExtractOptions, extract  # noqa: E402
 from nearDup.text.read import Document  # noqa: E402
 from nearDup.text.shingles import shingle_documents  # noqa: E402
 
 
 def _ours(path: str) -> str:
-    return "\n".join(text for _, text in extract(path))
+    return "\n".join(text for _, text in extract(path, None, ExtractOptions(tidy=False)))
+
+
+def _opened(opener):
+    """The whole text of a compressed file read by its standard reader, as a user would: gzip.open(path).read()."""
+    def read(path: str) -> str:
+        with opener(path) as f:
+            return f.read().decode("utf-8")
+    return read
+
+
+def _zstd_open(path: str):
+    import zstandard
+    return zstandard.open(path, "rb")
 
 
 BARE = [("txt", lambda p: Path(p).read_text(encoding="utf-8"), "read + decode"),
-        ("pdf", extractors.pdf_pypdfium2, "pypdfium2"), ("docx", _ours, "nearDup extract (stdlib)"),
+        ("pdf", extractors.pdf_pypdfium2, "pypdfium2 from the path"), ("docx", _ours, "nearDup extract (stdlib)"),
         ("odt", _ours, "nearDup extract (stdlib)"), ("epub", _ours, "nearDup extract (stdlib + lxml)"),
         ("html", extractors.html_lxml, "lxml walk"), ("site_a", extractors.main_trafilatura, "trafilatura"),
-        ("eml", extractors.bare_email, "stdlib email"), ("gz", extractors.bare_gzip, "gzip.decompress")]
+        ("eml", extractors.bare_email, "stdlib email"), ("gz", _opened(gzip.open), "gzip.open"),
+        ("bz2", _opened(bz2.open), "bz2.open"), ("xz", _opened(lzma.open), "lzma.open"),
+        ("zst", _opened(_zstd_open), "zstandard.open")]
 
 
 def cpu() -> float:
@@ -101,6 +130,54 @@ def stage_pass(folder: Path, jobs: int, partition_docs: int, *extra: str, cli=No
         shutil.rmtree(work)
 
 
+def parts(out: Path, docs: int, rounds: int, only: set) -> None:
+    """The --parts table (see the module docstring)."""
+    print(f"{'format':7} {'bare us':>8} {'read':>6} {'detect':>7} {'hash':>6} {'extract':>8} {'documents':>9} "
+          f"{'ours-bare':>9}  (CPU us a file)")
+    for fmt, fn, _ in BARE:
+        if not only or fmt in only:
+            us = _parts(fmt, fn, sorted((out / fmt).iterdir())[:docs], rounds)
+            print(f"{fmt:7} {us['bare']:8.1f} {us['read']:6.1f} {us['detect']:7.1f} {us['hash']:6.1f} "
+                  f"{us['extract']:8.1f} {us['documents']:9.1f} {us['documents'] - us['bare']:+9.1f}", flush=True)
+
+
+def _parts(fmt: str, fn, files: list[Path], rounds: int) -> dict[str, float]:
+    import hashlib
+
+    from nearDup.config import SourceParams
+    from nearDup.text import read
+    from nearDup.text.inputs import list_items
+
+    source = SourceParams(html="main") if fmt == "site_a" else SourceParams()
+    paths = [str(p) for p in files]
+    items = list(list_items(paths, source).items)
+    datas = [read._read_file(p, f.stat().st_size) for p, f in zip(paths, files)]
+    kinds = [read.document_format(d, p) for d, p in zip(datas, paths)]
+    options = ExtractOptions(html_main=fmt == "site_a", tidy=False)
+
+    def documents():
+        read._local.guard = read._Guard()  # as in a task: the deadline, no extraction thread
+        try:
+            for _ in read.read_documents(items, source, {}, tidy=False):
+                pass
+        finally:
+            read._local.guard = None
+
+    steps = {"bare": lambda: [fn(p) for p in paths],
+             "read": lambda: [read._read_file(p, len(d)) for p, d in zip(paths, datas)],
+             "detect": lambda: [read.document_format(d, p) for d, p in zip(datas, paths)],
+             "hash": lambda: [hashlib.blake2b(d, digest_size=16).hexdigest() for d in datas],
+             "extract": lambda: [list(extract(p, k, options, None, d)) for p, k, d in zip(paths, kinds, datas) if k],
+             "documents": documents}
+    times: dict[str, list[float]] = {k: [] for k in steps}
+    for _ in range(rounds + 1):  # the first round warms up and is dropped
+        for name, step in steps.items():
+            c = cpu()
+            step()
+            times[name].append(cpu() - c)
+    return {k: 1e6 * statistics.median(v[1:]) / len(paths) for k, v in times.items()}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--docs", type=int, default=60)
@@ -108,30 +185,45 @@ def main() -> None:
     ap.add_argument("--out", default=str(REPO / "bench" / "out" / "formats"))
     ap.add_argument("--only", default="")
     ap.add_argument("--against", default="", help="a checkout of an earlier nearDup whose stage is timed too")
+    ap.add_argument("--scaling", action="store_true", help="--jobs 2 against --jobs 1 only")
+    ap.add_argument("--parts", action="store_true", help="where the per-file cost goes, in process")
     args = ap.parse_args()
     then = against(Path(args.against)) if args.against else None
     out = Path(args.out)
-    extractors.make_fixtures(out, args.docs)
     only = set(filter(None, args.only.split(",")))
+    wanted = [fmt for fmt, _, _ in BARE if not only or fmt in only]
+    if any(not (out / fmt).is_dir() or len(os.listdir(out / fmt)) < args.docs for fmt in wanted):
+        extractors.make_fixtures(out, args.docs)  # slow (LibreOffice, pandoc): only when some are missing
     print(f"{platform.node()}: {os.cpu_count()} CPUs, {platform.processor() or platform.machine()}, Python "
           f"{platform.python_version()}, load average {os.getloadavg()[0]:.1f} at start; {args.docs} files a format, "
           f"median of {args.rounds} alternating passes")
-    print(f"{'format':7} {'bare library':28} {'bare ms':>8} {'ours ms':>8} {'CPU ovh':>7} {'fmt ovh':>8} "
-          + (f"{'then ms':>8} {'then fmt':>8} " if then else "")
-          + f"{'MB/s':>6} {'jobs 1 f/s':>10} {'jobs 2 f/s':>10} {'x':>5} {'j2 CPU':>7} {'load':>5}")
+    if args.parts:
+        parts(out, args.docs, args.rounds, only)
+        return
+    if args.scaling:
+        print(f"{'format':7} {'jobs 1 f/s':>10} {'jobs 2 f/s':>10} {'x':>5} {'j1 CPU ms':>9} {'j2 CPU':>7} "
+              f"{'load':>9}")
+    else:
+        print(f"{'format':7} {'bare library':28} {'bare ms':>8} {'ours ms':>8} {'CPU ovh':>7} {'fmt ovh':>8} "
+              f"{'ovh us':>7} " + (f"{'then ms':>8} {'then fmt':>8} " if then else "") + f"{'MB/s':>6} {'load':>9}")
     base = (0.0, 0.0, 0.0)
     for fmt, fn, label in BARE:
         if only and fmt not in only:
             continue
         folder = out / fmt
         files = sorted(folder.iterdir())[:args.docs]
-        variants = ("bare", "ours", "jobs2", "then") if then else ("bare", "ours", "jobs2")
+        if args.scaling:
+            variants: tuple[str, ...] = ("jobs1", "jobs2")
+        else:
+            variants = ("bare", "ours", "then") if then else ("bare", "ours")
         walls: dict[str, list[float]] = {k: [] for k in variants}
         cpus: dict[str, list[float]] = {k: [] for k in variants}
         mb = 0
         extra = ("--html", "main") if fmt == "site_a" else ()
+        per_part = max(1, -(-len(files) // 8))  # --scaling: 8 partitions, for --jobs 1 and 2 alike
         load = os.getloadavg()[0]
-        bare_pass(files, fn)  # warm: imports, the page cache
+        if not args.scaling:
+            bare_pass(files, fn)  # warm: imports, the page cache
         stage_pass(folder, 1, 4000, *extra)
         if then:
             stage_pass(folder, 1, 4000, *extra, cli=then)
@@ -142,23 +234,31 @@ def main() -> None:
                     mb = bare_pass(files, fn)
                 elif what == "then":
                     stage_pass(folder, 1, 4000, *extra, cli=then)
+                elif what == "ours":
+                    stage_pass(folder, 1, 4000, *extra)
                 else:
-                    stage_pass(folder, 1 if what == "ours" else 2,
-                               4000 if what == "ours" else max(1, len(files) // 4), *extra)
+                    stage_pass(folder, 1 if what == "jobs1" else 2, per_part, *extra)
                 walls[what].append(time.perf_counter() - t)
                 cpus[what].append(cpu() - c)
         n = len(files)
+        loads = f"{load:4.1f}-{os.getloadavg()[0]:<4.1f}"
+        if args.scaling:
+            one, two = (statistics.median(walls[k]) for k in ("jobs1", "jobs2"))
+            c1, c2 = (statistics.median(cpus[k]) for k in ("jobs1", "jobs2"))
+            print(f"{fmt:7} {n / one:10.1f} {n / two:10.1f} {one / two:5.2f} {1e3 * c1 / n:9.3f} {c2 / c1:7.2f} "
+                  f"{loads:>9}", flush=True)
+            continue
         bare, ours, before = (statistics.median(cpus[k]) / n if cpus.get(k) else 0.0 for k in ("bare", "ours", "then"))
-        one, two = (statistics.median(walls[k]) for k in ("ours", "jobs2"))
         if fmt == "txt":  # the plain-text baseline: what the stage costs beyond read + shingle, whatever the format
             base = (bare, ours, before)
         # the format's own cost (its ms/file beyond plain text's), nearDup's against the bare library's
         own = (ours - base[1]) / (bare - base[0]) - 1 if fmt != "txt" else 0.0
+        extra_us = 1e6 * ((ours - base[1]) - (bare - base[0]))
         own_then = (before - base[2]) / (bare - base[0]) - 1 if fmt != "txt" else 0.0
         print(f"{fmt:7} {label:28} {1e3 * bare:8.3f} {1e3 * ours:8.3f} {100 * (ours / bare - 1):+6.0f}% "
-              f"{100 * own:+7.0f}% " + (f"{1e3 * before:8.3f} {100 * own_then:+7.0f}% " if then else "")
-              + f"{mb / 1e6 / one:6.2f} {n / one:10.1f} {n / two:10.1f} {one / two:5.2f} "
-              f"{statistics.median(cpus['jobs2']) / n / ours:7.2f} {load:5.1f}", flush=True)
+              f"{100 * own:+7.0f}% {extra_us:+7.1f} "
+              + (f"{1e3 * before:8.3f} {100 * own_then:+7.0f}% " if then else "")
+              + f"{mb / 1e6 / statistics.median(walls['ours']):6.2f} {loads:>9}", flush=True)
     print(f"load average {os.getloadavg()[0]:.1f} at the end")
 
 

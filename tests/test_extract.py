@@ -271,6 +271,73 @@ def test_each_format_gives_back_its_words(tmp_path):
             assert junk not in text, (case, junk)                # deleted text, annotations or attachments
 
 
+def test_bytes_already_read_give_the_text_of_the_file(tmp_path, monkeypatch):
+    # The shingle stage reads a file once and hands its bytes to the extractor: no format may open it again
+    # (a PDF was opened by name a second time), and each must give what the file on disk gives.
+    cases = _cases(tmp_path)
+    gone = tmp_path / "gone"  # a path that does not exist: any second open fails
+    for case, (path, _) in cases.items():
+        data = path.read_bytes()
+        fmt = ex.detect(data[:ex.HEAD], path.name)  # known, as the stage knows it
+        from_bytes = "\n".join(t for _, t in ex.extract(str(gone / path.name), fmt, ex.ExtractOptions(), None, data))
+        assert from_bytes == text_of(path), case
+    # past IN_MEMORY uncompressed bytes, in-memory data is streamed to a spool like a file on disk: same text
+    monkeypatch.setattr(ex, "IN_MEMORY", 1024)
+    big = " ".join(paragraphs(9, 40)).encode()
+    assert len(big) > 1024
+    (tmp_path / "big.txt.gz").write_bytes(gzip.compress(big))
+    data = (tmp_path / "big.txt.gz").read_bytes()
+    assert "\n".join(t for _, t in ex.extract(str(gone / "big.txt.gz"), "gz", data=data)) == big.decode()
+
+
+def test_streams_in_memory_follow_each_other_as_the_stdlib_readers_read_them(tmp_path):
+    a, b = b"first stream words\n", b"second stream words\n"
+    cases = {
+        "members.txt.gz": (gzip.compress(a) + gzip.compress(b) + bytes(7), a + b),  # zero padding at the end
+        "padded.txt.gz": (gzip.compress(a) + bytes(3) + gzip.compress(b), a + b),
+        "streams.txt.bz2": (bz2.compress(a) + bz2.compress(b) + b"junk after", a + b),
+        "streams.txt.xz": (lzma.compress(a) + lzma.compress(b), a + b),
+    }
+    for name, (data, truth) in cases.items():
+        opener = {"gz": gzip.open, "bz2": bz2.open, "xz": lzma.open}[name.rsplit(".", 1)[1]]
+        (tmp_path / name).write_bytes(data)
+        with opener(tmp_path / name) as f:
+            assert f.read() == truth, name  # the stdlib reader agrees with the truth
+        assert ex._decompressed(data, name.rsplit(".", 1)[1], ex._Budget(1 << 20)) == truth, name
+        assert text_of(tmp_path / name) == truth.decode(), name
+    for data, fmt in ((gzip.compress(a)[:-3], "gz"), (bz2.compress(a)[:-3], "bz2"), (lzma.compress(a)[:-3], "xz"),
+                      (gzip.compress(a) + b"\x1f\x8b", "gz")):
+        with pytest.raises(EOFError):
+            ex._decompressed(data, fmt, ex._Budget(1 << 20))
+    with pytest.raises(ex.Refused):
+        ex._decompressed(gzip.compress(bytes(4096)), "gz", ex._Budget(4000))
+
+
+def test_untidied_texts_give_the_shingles_of_the_tidied_ones(tmp_path):
+    # The shingle stage skips the tidy pass (ExtractOptions.tidy): its shingles must not change, for any unit,
+    # whitespace rule or punctuation setting, on every format and on blanks of every kind.
+    from nearDup.config import ShingleParams
+    from nearDup.text.read import Document
+    from nearDup.text.shingles import shingle_documents
+
+    texts = []
+    for case, (path, _) in _cases(tmp_path).items():
+        tidied, raw = (text_of(path, options=ex.ExtractOptions(tidy=t)) for t in (True, False))
+        assert tidied == ex._tidy(raw), case
+        texts.append((tidied, raw))
+    assert any(t != r for t, r in texts)  # the pass does change the text of some formats
+    rng = random.Random(5)
+    alphabet = list("ab.́¨ \t\n\r\x0b\x0c\x1c\x1d\x1e\x1f\x85\xa0\u2028\u2029\u3000\ufeff")
+    for _ in range(300):
+        raw = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 40)))
+        texts.append((ex._tidy(raw), raw))
+    for params in (ShingleParams(), ShingleParams(unit="char", k=3), ShingleParams(unit="char", k=3, strip_punct=True),
+                   ShingleParams(unit="char", k=2, whitespace="remove")):
+        got = [shingle_documents([(Document("d", t, 0, 0, "", False), {})], params, {})[1].tolist() for pair in texts
+               for t in pair]
+        assert got[0::2] == got[1::2], params
+
+
 def test_word_split_across_runs_and_spans_stays_whole(tmp_path):
     make_docx(tmp_path / "a.docx", ["alpha beta gamma delta epsilon"])
     assert text_of(tmp_path / "a.docx") == "alpha beta gamma delta epsilon"

@@ -57,7 +57,9 @@ def _read_and_shingle(task: PartitionTask[ShingleParams]) -> ShingledShard:
     assert source is not None  # a shingle task always has one
 
     def documents():
-        for item, doc in read_documents(task.items, source, problems, task.cwd, cache=str(work.root / "extract")):
+        # tidy=False: shingles are of words, which the blanks between them do not change (normalise collapses them)
+        for item, doc in read_documents(task.items, source, problems, task.cwd, cache=str(work.root / "extract"),
+                                        tidy=False):
             if task.only is None or doc.id in task.only:
                 # a file's row keeps its format in the item column (empty for plain text: inspect, plan)
                 yield doc, {"item": item_digest(item) or doc.format, "inode": item.inode}

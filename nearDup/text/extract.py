@@ -34,6 +34,7 @@ import shutil
 import struct
 import tempfile
 import zipfile
+import zlib
 from collections.abc import Callable, Iterator
 from importlib import metadata
 from typing import Any
@@ -41,7 +42,7 @@ from urllib.parse import unquote
 from xml.etree import ElementTree as ET
 
 from ..errors import InputError
-from .read import BOMS, decode
+from .read import BOMS, decode, document_format
 
 HEAD = 4096  # bytes detect() needs from the start of a file
 PIP = "pip install 'nearDup[formats]'"
@@ -61,11 +62,15 @@ LABELS = {"text": "text", "pdf": "PDF", "docx": "DOCX", "odt": "ODT", "epub": "E
 @dataclasses.dataclass(frozen=True)
 class ExtractOptions:
     """How to read documents. max_bytes bounds the uncompressed bytes of one file (all compression layers and zip
-    members together); max_pages (0: none) refuses longer PDFs before reading them."""
+    members together); max_pages (0: none) refuses longer PDFs before reading them. tidy: one line per paragraph,
+    blanks collapsed (_tidy), as `neardup extract` shows a text; the shingle stage reads only words, which blanks do
+    not change (normalise collapses them), so it skips that pass (a fifth of reading an HTML page). An mbox message
+    is always tidied: its id's hash and size are those of its text."""
 
     html_main: bool = False
     max_bytes: int = 256 << 20
     max_pages: int = 0
+    tidy: bool = True
 
 
 class ExtractError(InputError):
@@ -122,6 +127,8 @@ def version(fmt: str, options: ExtractOptions = ExtractOptions()) -> str:
             parts.append(f"{dist}-none")
     if main:
         parts.append("main")
+    if not options.tidy and fmt not in ("text", "mbox"):
+        parts.append("untidied")
     return ",".join(parts)
 
 
@@ -215,10 +222,10 @@ def extract(path: str, fmt: str | None = None, options: ExtractOptions = Extract
     """(id_suffix, text) for each document of the file at path: one ("", text), or ("#i", text) for the i-th
     message (from 1) of an mbox. fmt defaults to detect(); warn receives one-line notes about parts skipped
     inside a file that is read all the same (malformed mbox messages); data: the file's bytes if already read
-    (a PDF is still opened by name: PDFium reads a named file itself, faster than through Python). Raises
-    ExtractError (path filled in); an OSError of the system (opening or reading the file) is left to the caller,
-    as for plain files."""
-    with open(path, "rb") if data is None or fmt == "pdf" else io.BytesIO(data) as f:
+    (the caller hashed them), which every extractor then reads instead of the file. Raises ExtractError (path
+    filled in); an OSError of the system (opening or reading the file) is left to the caller, as for plain
+    files."""
+    with open(path, "rb") if data is None else io.BytesIO(data) as f:
         if fmt is None:
             fmt = detect(f.read(HEAD), path)
             f.seek(0)
@@ -242,7 +249,7 @@ def _extract(f, name: str, fmt: str, options: ExtractOptions, budget: _Budget, w
         elif fmt == "text":  # as the plain-file reader gives it: a .txt.gz reads exactly as its .txt
             yield "", _plain(_read_all(f, budget), options)
         elif fmt in _WHOLE:
-            yield "", _tidy(_WHOLE[fmt](_read_all(f, budget), options))
+            yield "", _tidy(_WHOLE[fmt](_read_all(f, budget), options), options)
         elif fmt == "ole":
             raise _ole(f)
         elif fmt == "binary":
@@ -316,8 +323,11 @@ def _need(module: str, fmt: str):
         raise MissingExtra(fmt) from exc
 
 
-def _tidy(text: str) -> str:
-    """One line per paragraph, runs of blanks collapsed: the same words read the same from every format."""
+def _tidy(text: str, options: ExtractOptions | None = None) -> str:
+    """One line per paragraph, runs of blanks collapsed: the same words read the same from every format. With
+    options.tidy False, text as it is (ExtractOptions)."""
+    if options is not None and not options.tidy:
+        return text
     return "\n".join(" ".join(line.split()) for line in text.splitlines() if line and not line.isspace())
 
 
@@ -326,6 +336,66 @@ def _tidy(text: str) -> str:
 def _compressed(f, name: str, fmt: str, options, budget: _Budget, warn, depth: int):
     if depth >= 3:
         raise Refused("compressed more than 3 times: refused")
+    inner_name = _COMPRESSED_SUFFIX.sub("", name)
+    left = budget.left
+    whole = _decompressed(f.getvalue(), fmt, budget) if isinstance(f, io.BytesIO) and fmt in _DECOMPRESSORS else None
+    if whole is not None:
+        # the plain-file reader's own test (its cheap checks first): a .txt.gz reads exactly as its .txt
+        inner = document_format(whole, inner_name) or "text"
+        if inner == "text":  # the usual case, decoded at once (charged to the budget as _read_all would)
+            budget.take(len(whole))
+            yield "", _plain(whole, options)
+            return
+        inner_file: Any = io.BytesIO(whole)
+    else:  # on disk, zst, or past IN_MEMORY: streamed
+        budget.left = left
+        f.seek(0)
+        inner_file = _streamed(f, fmt, budget)
+        inner = document_format(inner_file.read(HEAD), inner_name) or "text"
+        inner_file.seek(0)
+    with inner_file:
+        yield from _extract(inner_file, inner_name, inner, options, budget, warn, depth + 1)
+
+
+_COMPRESSED_SUFFIX = re.compile(r"\.(gz|bz2|xz|zst|tgz)$", re.IGNORECASE)
+IN_MEMORY = 16 << 20  # uncompressed bytes of a file kept in memory; more are spooled to disk
+# One decompressor object per stream (gzip member), fed the whole file at once: for the usual small file, one C
+# call instead of a file reader's Python layers, 0.01-0.02 ms less a file of 2 KB (bench/RESULTS-formats.md).
+_DECOMPRESSORS: dict[str, Callable[[], Any]] = {"gz": functools.partial(zlib.decompressobj, 31),
+                                                 "bz2": bz2.BZ2Decompressor, "xz": lzma.LZMADecompressor}
+
+
+def _decompressed(data: bytes, fmt: str, budget: _Budget) -> bytes | None:
+    """The whole of data, a compressed file in memory, decompressed, or None when it expands past IN_MEMORY (at
+    most IN_MEMORY + 1 bytes are made). Streams follow each other as gzip.GzipFile, bz2.BZ2File and
+    lzma.LZMAFile read them: gzip's zero padding between members is skipped, and junk after a complete bzip2 or
+    xz stream is ignored; a file that ends inside a stream raises EOFError, as they do."""
+    chunks: list[bytes] = []
+    size = 0
+    first = True
+    while data:
+        obj = _DECOMPRESSORS[fmt]()
+        try:
+            chunk = obj.decompress(data, IN_MEMORY + 1 - size)
+        except (OSError, lzma.LZMAError):  # bz2's and lzma's error on data that is no stream
+            if first:
+                raise
+            break
+        budget.take(len(chunk))
+        size += len(chunk)
+        if size > IN_MEMORY:
+            return None
+        chunks.append(chunk)
+        if not obj.eof:
+            raise EOFError("Compressed file ended before the end-of-stream marker was reached")
+        data = obj.unused_data.lstrip(b"\0") if fmt == "gz" else obj.unused_data
+        first = False
+    return b"".join(chunks)
+
+
+def _streamed(f, fmt: str, budget: _Budget):
+    """The decompressed content of file f, read 1 MiB at a time against the budget: in memory up to IN_MEMORY
+    bytes, else in a temporary file (the inner format may need to seek: zip, PDF)."""
     if fmt == "gz":
         raw: io.BufferedIOBase | io.RawIOBase = gzip.GzipFile(fileobj=f, mode="rb")
     elif fmt == "bz2":
@@ -334,27 +404,18 @@ def _compressed(f, name: str, fmt: str, options, budget: _Budget, warn, depth: i
         raw = lzma.LZMAFile(f)
     else:
         raw = _Zstd(_need("zstandard", "zst"), f)
-    inner_name = re.sub(r"\.(gz|bz2|xz|zst|tgz)$", "", name, flags=re.IGNORECASE)
-    # The inner format may need to seek (zip, PDF). Most files fit one read and stay in memory; a larger one is
-    # spooled, to disk past 16 MiB.
     chunks: list[bytes] = []
-    spool = None
-    while len(chunks) < 16:
+    while len(chunks) < IN_MEMORY >> 20:
         chunk = raw.read(1 << 20)
         budget.take(len(chunk))
         if not chunk:
-            break
+            return io.BytesIO(b"".join(chunks))
         chunks.append(chunk)
-    else:
-        spool = tempfile.SpooledTemporaryFile(max_size=16 << 20)
-        spool.writelines(chunks)
-        shutil.copyfileobj(_Limited(raw, budget), spool, 1 << 20)
-        chunks = []
-    with io.BytesIO(b"".join(chunks)) if spool is None else spool as inner_file:
-        inner_file.seek(0)
-        inner = detect(inner_file.read(HEAD), inner_name)
-        inner_file.seek(0)
-        yield from _extract(inner_file, inner_name, inner, options, budget, warn, depth + 1)
+    spool = tempfile.SpooledTemporaryFile(max_size=IN_MEMORY)
+    spool.writelines(chunks)
+    shutil.copyfileobj(_Limited(raw, budget), spool, 1 << 20)
+    spool.seek(0)
+    return spool
 
 
 class _Zstd(io.RawIOBase):
@@ -428,14 +489,14 @@ def _zipped(f, options, budget: _Budget) -> str:
                     if b"encryption-data" in m.read():
                         raise Encrypted("encrypted ODT: skipped")
             with member("content.xml") as m:
-                return _tidy(_odt_text(m))
+                return _tidy(_odt_text(m), options)
         if "word/document.xml" in infos:
             parts = []
             for name in ("word/document.xml", "word/footnotes.xml", "word/endnotes.xml"):
                 if name in infos:
                     with member(name) as m:
                         parts.append(_docx_text(m))
-            return _tidy("\n".join(parts))
+            return _tidy("\n".join(parts), options)
         if "[Content_Types].xml" in infos:
             raise Unsupported("Office Open XML without a Word document (spreadsheet or slides?): skipped")
         raise Unsupported("zip archive without a document in it: skipped")
@@ -545,7 +606,7 @@ def _epub(infos, member, options) -> str:
         if name in infos:
             with member(name) as m:
                 texts.append(_html_bytes(m.read(), ExtractOptions()))  # chapters have no site template
-    return _tidy("\n".join(texts))
+    return _tidy("\n".join(texts), options)
 
 
 def _ole(f) -> ExtractError:
@@ -567,8 +628,15 @@ def _ole(f) -> ExtractError:
 def _pdf(f, options) -> Iterator[tuple[str, str]]:
     pdfium = _need("pypdfium2", "pdf")
     try:
-        # PDFium reads a named file itself; a file object (a decompressed spool) goes through Python callbacks.
-        doc = pdfium.PdfDocument(f.name if isinstance(getattr(f, "name", None), str) else f)
+        # Bytes in memory are the cheapest input: PDFium parses the buffer where it is (FPDF_LoadMemDocument64;
+        # BytesIO.getvalue() returns the bytes it was made from, no copy). Opening the file again by name cost
+        # 0.2 ms more a one-page PDF than handing over the bytes read once (bench/RESULTS-formats.md). A large
+        # file is opened by name (PDFium reads it as needed); a spooled one goes through Python callbacks.
+        if isinstance(f, io.BytesIO):
+            source: Any = f.getvalue()
+        else:
+            source = f.name if isinstance(getattr(f, "name", None), str) else f
+        doc = pdfium.PdfDocument(source)
     except pdfium.PdfiumError as exc:
         if "password" in str(exc).lower():
             raise Encrypted("encrypted PDF: skipped") from exc
@@ -587,8 +655,8 @@ def _pdf(f, options) -> Iterator[tuple[str, str]]:
     finally:
         doc.close()
     # PDFium marks a hyphen at a line end as U+FFFE (or 0x02): it is still a hyphen between two words.
-    text = _tidy("\n".join(texts).replace("\ufffe", "-").replace("\x02", "-"))
-    if not text:
+    text = _tidy("\n".join(texts).replace("\ufffe", "-").replace("\x02", "-"), options)
+    if not text or text.isspace():
         raise NoText("no text layer (scanned?): skipped")
     yield "", text
 
@@ -683,7 +751,13 @@ def _plain(data: bytes, options) -> str:
 def _email_text(msg) -> str:
     """Subject and the body: text/plain preferred, else text/html as visible text; attachments are ignored."""
     parts = [str(msg.get("subject", "") or "")]
-    body = msg.get_body(preferencelist=("plain", "html"))
+    # The first text/plain part, else the first text/html one: what get_body(("plain", "html")) picks, but known
+    # to be HTML or not without parsing its Content-Type header again (0.06 ms, 7% of a short mail's extraction)
+    html = False
+    body = msg.get_body(preferencelist=("plain",))
+    if body is None:
+        body = msg.get_body(preferencelist=("html",))
+        html = True
     if body is not None:
         try:
             content = body.get_content()
@@ -691,7 +765,7 @@ def _email_text(msg) -> str:
             content = (body.get_payload(decode=True) or b"").decode("utf-8", "replace")
         if isinstance(content, bytes):
             content = content.decode("utf-8", "replace")
-        parts.append(html_text(content) if body.get_content_subtype() == "html" else content)
+        parts.append(html_text(content) if html else content)
     return "\n".join(parts)
 
 

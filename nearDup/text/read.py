@@ -25,6 +25,7 @@ from .corpus import parquet_rows, usable_id
 from .normalise import WORD_RUN
 
 if TYPE_CHECKING:
+    from .extract import ExtractOptions
     from .inputs import Item
 
 BOMS = ((b"\xef\xbb\xbf", "utf-8"), (b"\xff\xfe\x00\x00", "utf-32-le"), (b"\x00\x00\xfe\xff", "utf-32-be"),
@@ -72,7 +73,7 @@ def decode(data: bytes) -> tuple[str, bool] | None:
 
 
 def read_documents(items: Iterable[Item], params: SourceParams, problems: dict,
-                   cwd: str = "", cache: str | None = None) -> Iterator[tuple[Item, Document]]:
+                   cwd: str = "", cache: str | None = None, tidy: bool = True) -> Iterator[tuple[Item, Document]]:
     """The documents of a partition, in order, each with its item; relative item paths are taken relative to cwd
     (default: the working directory). Unreadable, vanished and binary files, and bad JSONL lines, are counted in
     problems (with messages) and skipped; JSONL errors raise InputError when params.strict.
@@ -82,19 +83,23 @@ def read_documents(items: Iterable[Item], params: SourceParams, problems: dict,
     whose library is missing is counted in problems["missing:FMT"] (missing_extras_note says so once); a file
     --formats leaves out, in problems["other_format"]. cache: a folder where extracted texts are kept by content
     hash and extractor version, so that a file read again unchanged is not extracted again (when its extraction
-    took at least CACHE_SECONDS: a quicker one is redone rather than stored)."""
+    took at least CACHE_SECONDS: a quicker one is redone rather than stored). tidy=False leaves an extracted text's
+    blanks as its extractor gives them (extract.ExtractOptions.tidy), for a reader of its words only."""
     store = _TextCache(cache) if cache else None
     try:
-        yield from _read_items(items, params, problems, cwd, store)
+        yield from _read_items(items, params, problems, cwd, store, tidy)
     finally:  # at the end of the partition, or when its reader stops early: the texts extracted are kept
         if store is not None:
             store.close()
 
 
 def _read_items(items: Iterable[Item], params: SourceParams, problems: dict, cwd: str,
-                store: _TextCache | None) -> Iterator[tuple[Item, Document]]:
+                store: _TextCache | None, tidy: bool) -> Iterator[tuple[Item, Document]]:
+    from .extract import ExtractOptions
+
     base = cwd if not cwd or cwd.endswith("/") else cwd + "/"  # os.path.join(cwd, path) without a call per file
     text_wanted = not params.formats or "text" in params.formats
+    options = ExtractOptions(html_main=params.html == "main", max_bytes=EXTRACT_BYTES, tidy=tidy)
     guard = getattr(_local, "guard", None)
     for item in items:
         if guard is not None and guard.abandoned:  # the task was given up (a hung file, Ctrl-C): stop here
@@ -116,7 +121,7 @@ def _read_items(items: Iterable[Item], params: SourceParams, problems: dict, cwd
                 _unreadable(problems, item, e)
                 continue
             if fmt is not None:
-                for doc in _extracted(item, path, fmt, None, params, problems, store):
+                for doc in _extracted(item, path, fmt, None, params, options, problems, store):
                     yield item, doc
             elif text_wanted:
                 yield item, _streamed(item, path)
@@ -130,7 +135,7 @@ def _read_items(items: Iterable[Item], params: SourceParams, problems: dict, cwd
             continue
         fmt = document_format(data, item.path)
         if fmt is not None:
-            for doc in _extracted(item, path, fmt, data, params, problems, store):
+            for doc in _extracted(item, path, fmt, data, params, options, problems, store):
                 yield item, doc
             continue
         if not text_wanted:
@@ -321,10 +326,11 @@ _FIRST_BYTES = frozenset(b"<%PF\x1f\xfd(B\xd0\xff\xfe\x00\xef \t\r\n")  # the fi
                                                                            # without a ":" (headers have one)
 EXTRACT_SECONDS = 60.0  # per file: an extractor still busy after this is abandoned and the file skipped
 EXTRACT_BYTES = 256 << 20  # per file: uncompressed bytes of all its layers and zip members (bombs are refused)
-# An extraction is cached when it took longer than this. Writing a text to the cache costs ~0.045 ms of CPU (in its
-# task's one transaction) and reading it back ~0.02 ms (bench/RESULTS-formats.md, 2 KB texts): at most a tenth of
-# the extraction for the texts kept (PDF, EPUB, e-mail), while small DOCX, ODT, HTML and compressed files, which
-# take 0.1-0.4 ms, are extracted again rather than paying for a cache a first run does not use
+# An extraction is cached when it took longer than this (CPU time of the extracting thread). Writing a text to the
+# cache costs ~0.045 ms of CPU (in its task's one transaction) and reading it back ~0.02 ms (bench/RESULTS-formats.md,
+# 2 KB texts): at most a tenth of the extraction for the texts kept (PDF, EPUB, e-mail), while small DOCX, ODT, HTML
+# and compressed files, which take 0.1-0.4 ms, are extracted again rather than paying for a cache a first run does
+# not use
 CACHE_SECONDS = 0.0005
 CACHE_FLUSH_BYTES = 16 << 20  # a task's texts waiting to be written to the cache (_TextCache)
 CACHE_FLUSH_SECONDS = 10.0
@@ -359,8 +365,8 @@ def _count(problems: dict, kind: str, n: int = 1) -> None:
     problems[kind] = problems.get(kind, 0) + n
 
 
-def _extracted(item: Item, path: str, fmt: str, data: bytes | None, params: SourceParams, problems: dict,
-               store: _TextCache | None) -> Iterator[Document]:
+def _extracted(item: Item, path: str, fmt: str, data: bytes | None, params: SourceParams, options: ExtractOptions,
+               problems: dict, store: _TextCache | None) -> Iterator[Document]:
     """The documents of a file in format fmt (data: its bytes, if read), from the cache or its extractor.
 
     A file the extractor refuses (encrypted, corrupt, no text layer, a bomb, too slow) gives one warning naming
@@ -376,14 +382,15 @@ def _extracted(item: Item, path: str, fmt: str, data: bytes | None, params: Sour
         _problem(problems, "unreadable", f"{item.id}: still extracting after {EXTRACT_SECONDS:g} s: skipped "
                                          f"(a hung or very slow {ex.LABELS.get(fmt, fmt)} file)")
         return
-    options = ex.ExtractOptions(html_main=params.html == "main", max_bytes=EXTRACT_BYTES)
     try:
         sha = _file_hash(path) if data is None else hashlib.blake2b(data, digest_size=16).hexdigest()
         stored = _cache_key(sha, ex.version(fmt, options)) if store is not None else None
         found = store.get(stored) if store is not None and stored is not None else None
         if found is None:
             notes: list[str] = []
-            began = time.perf_counter()
+            # CPU time of this thread, which extracts (time_limited_task): on a busy machine, wall time counted the
+            # waits for a core, and a third to a half of 0.4 ms DOCX, ODT and EPUB files were cached at load 15
+            began = time.thread_time() if store is not None else 0.0
             try:
                 found = {"docs": _limited(key, lambda: list(ex.extract(path, fmt, options, notes.append, data))),
                          "notes": notes}
@@ -396,7 +403,7 @@ def _extracted(item: Item, path: str, fmt: str, data: bytes | None, params: Sour
                 _problem(problems, "unreadable", f"{item.id}: still extracting after {EXTRACT_SECONDS:g} s: "
                                                  f"skipped (a hung or very slow {ex.LABELS.get(fmt, fmt)} file)")
                 return
-            if store is not None and stored is not None and time.perf_counter() - began >= CACHE_SECONDS:
+            if store is not None and stored is not None and time.thread_time() - began >= CACHE_SECONDS:
                 store.put(stored, found)
     except OSError as e:
         _unreadable(problems, item, e)
