@@ -22,6 +22,9 @@ punctuation and rewrites numbers and diacritics, so the worker passes a WordToke
 case folding, runs of \\w, common.py) and a TextNormConfig that does nothing; datatrove joins the 5 words with one
 space and hashes them, as common.shingles does, so both tools see the same shingle sets. datatrove has no
 verification: every document sharing a band bucket with another is clustered, and all but one per cluster removed.
+With --datatrove-own T..., datatrove also runs at those thresholds as shipped for English (`datatrove-own`: its
+TextNormConfig defaults and spaCy's tokenizer; spacy is in its venv), to show what its own text model costs; its
+shingles are then not nearDup's, so its accuracy against T includes that difference.
 
 nearDup: `neardup run --jsonl SHARDS -t T --jobs 2 -w FRESH --write-deduped FRESH_OUT --format tsv` (its bands
 chosen by -t; it verifies every candidate with its exact Jaccard; keepers by its default rules).
@@ -54,6 +57,7 @@ import platform
 import re
 import shutil
 import statistics
+import struct
 import subprocess
 import sys
 import tempfile
@@ -66,8 +70,8 @@ WORK = os.path.join(OUT, "vs_datatrove")
 VENV = os.path.join(OUT, "venv-datatrove")
 DATATROVE = "datatrove==0.10.1"
 # what its minhash module needs of the extra "processing": regex, xxhash (its default hash), tokenizers (imported
-# by datatrove.pipeline.dedup); of "io": orjson (JsonlReader and JsonlWriter)
-DEPS = (DATATROVE, "xxhash<4", "regex", "tokenizers", "orjson")
+# by datatrove.pipeline.dedup); of "io": orjson (JsonlReader and JsonlWriter); spacy: its English word tokenizer
+DEPS = (DATATROVE, "xxhash<4", "regex", "tokenizers", "orjson", "spacy")
 STAGES = ("signature", "buckets", "cluster", "filter")
 WORD = re.compile(r"\w+")  # common.WORD; repeated so that the worker needs nothing of nearDup's bench
 
@@ -79,8 +83,9 @@ def log(message: str) -> None:
 # ------------------------------------------------------------------------------------------------ worker
 # Runs in bench/out/venv-datatrove (datatrove's Python), not nearDup's.
 
-def worker(shards: str, work: str, bands: int, rows: int) -> None:
-    """datatrove's four MinHash stages on the shards; prints the wall seconds of each stage as JSON."""
+def worker(shards: str, work: str, bands: int, rows: int, text_model: str) -> None:
+    """datatrove's four MinHash stages on the shards; prints the wall seconds of each stage as JSON. text_model
+    "neardup": nearDup's words, datatrove's normalisation off; "own": datatrove's defaults (English)."""
     import multiprocess.forkserver
     from datatrove.executor import LocalPipelineExecutor
     from datatrove.pipeline.dedup import MinhashDedupSignature
@@ -93,6 +98,7 @@ def worker(shards: str, work: str, bands: int, rows: int) -> None:
     from datatrove.pipeline.readers import JsonlReader
     from datatrove.pipeline.writers.jsonl import JsonlWriter
     from datatrove.utils.text import TextNormConfig
+    from datatrove.utils.typeshelper import Languages
     from datatrove.utils.word_tokenizers import WordTokenizer
 
     class NearDupWords(WordTokenizer):
@@ -107,9 +113,15 @@ def worker(shards: str, work: str, bands: int, rows: int) -> None:
         def span_tokenize(self, text: str) -> list[tuple[int, int]]:
             raise NotImplementedError
 
-    config = MinhashConfig(n_grams=5, num_buckets=bands, hashes_per_bucket=rows, seed=1,
-                           norm_config=TextNormConfig(lowercase=False, norm_whitespace=False, remove_punctuation=False,
-                                                      norm_unicode_diacritics=False, norm_numbers=False))
+    if text_model == "own":
+        config = MinhashConfig(n_grams=5, num_buckets=bands, hashes_per_bucket=rows, seed=1)
+        words = Languages.english  # its default: spaCy's tokenizer
+    else:
+        words = NearDupWords()
+        config = MinhashConfig(n_grams=5, num_buckets=bands, hashes_per_bucket=rows, seed=1,
+                               norm_config=TextNormConfig(lowercase=False, norm_whitespace=False,
+                                                          remove_punctuation=False, norm_unicode_diacritics=False,
+                                                          norm_numbers=False))
     nshards = len([f for f in os.listdir(shards) if f.endswith(".jsonl")])
 
     def reader():
@@ -117,7 +129,7 @@ def worker(shards: str, work: str, bands: int, rows: int) -> None:
 
     stages = {
         "signature": LocalPipelineExecutor(
-            [reader(), MinhashDedupSignature(f"{work}/signatures", config=config, language=NearDupWords())],
+            [reader(), MinhashDedupSignature(f"{work}/signatures", config=config, language=words)],
             tasks=nshards, workers=2, logging_dir=f"{work}/logs/signature"),
         "buckets": LocalPipelineExecutor(
             [MinhashDedupBuckets(f"{work}/signatures", f"{work}/buckets", config=config)],
@@ -237,16 +249,39 @@ def run_neardup(shards: list[str], t: float, scratch: str) -> tuple[dict, dict]:
     return m, found
 
 
-def run_datatrove(python: str, shards_dir: str, ids: list[list[str]], bands: int, rows: int,
+def run_datatrove(python: str, shards_dir: str, ids: list[list[str]], bands: int, rows: int, text_model: str,
                   scratch: str) -> tuple[dict, dict]:
     work = os.path.join(scratch, "dt-work")
     shutil.rmtree(work, ignore_errors=True)
-    cmd = [python, os.path.abspath(__file__), "--worker", shards_dir, work, str(bands), str(rows)]
+    cmd = [python, os.path.abspath(__file__), "--worker", shards_dir, work, str(bands), str(rows), text_model]
     with tempfile.TemporaryFile() as stdout:
         m, _ = measure(cmd, stdout)
         stdout.seek(0)
         m.update(json.loads(stdout.read().decode().strip().splitlines()[-1]))
-    # its clusters: union-find over the (file, doc) matches of every band, as its stage 3 does
+    matches = set()
+    buckets = os.path.join(work, "buckets")
+    for name in sorted(os.listdir(buckets)):
+        with open(os.path.join(buckets, name), "rb") as f:
+            for f1, d1, f2, d2 in struct.iter_unpack("<4I", f.read()):
+                a, b = ids[f1][d1], ids[f2][d2]
+                matches.add((min(a, b), max(a, b)))
+    cluster_of = components(matches)  # its clusters: the components of its matches, as its stage 3 makes them
+    removed = set()
+    for name in sorted(os.listdir(os.path.join(work, "removed"))):
+        with open(os.path.join(work, "removed", name), encoding="utf-8") as f:
+            removed.update(json.loads(line)["id"] for line in f)
+    kept = sum(1 for name in os.listdir(os.path.join(work, "deduped"))
+               for _ in open(os.path.join(work, "deduped", name), encoding="utf-8"))
+    # the removed records are all but one of each cluster: the same count as the components give
+    clusters = set(cluster_of.values())
+    if len(removed) != len(cluster_of) - len(clusters) or kept + len(removed) != sum(map(len, ids)):
+        sys.exit(f"datatrove removed {len(removed)} and kept {kept}; its matches give {len(cluster_of)} documents in "
+                 f"{len(clusters)} clusters")
+    return m, {"cluster_of": cluster_of, "removed": removed, "candidates": len(matches)}
+
+
+def components(pairs: set[tuple[str, str]]) -> dict[str, str]:
+    """Each document of a pair -> the smallest id of its connected component (union-find)."""
     parent: dict[str, str] = {}
 
     def root(x: str) -> str:
@@ -255,35 +290,11 @@ def run_datatrove(python: str, shards_dir: str, ids: list[list[str]], bands: int
             x = parent[x]
         return x
 
-    matches = set()
-    buckets = os.path.join(work, "buckets")
-    for name in sorted(os.listdir(buckets)):
-        data = open(os.path.join(buckets, name), "rb").read()
-        for f1, d1, f2, d2 in struct_iter(data):
-            a, b = ids[f1][d1], ids[f2][d2]
-            matches.add((min(a, b), max(a, b)))
-            ra, rb = root(a), root(b)
-            if ra != rb:
-                parent[max(ra, rb)] = min(ra, rb)
-    removed = set()
-    for name in sorted(os.listdir(os.path.join(work, "removed"))):
-        with open(os.path.join(work, "removed", name), encoding="utf-8") as f:
-            removed.update(json.loads(line)["id"] for line in f)
-    kept = sum(1 for name in os.listdir(os.path.join(work, "deduped"))
-               for _ in open(os.path.join(work, "deduped", name), encoding="utf-8"))
-    members = {x for pair in matches for x in pair}
-    # the removed records are all but one of each cluster: the same count as the components give
-    clusters = {root(x) for x in members}
-    if len(removed) != len(members) - len(clusters) or kept + len(removed) != sum(map(len, ids)):
-        sys.exit(f"datatrove removed {len(removed)} and kept {kept}; its matches give {len(members)} documents in "
-                 f"{len(clusters)} clusters")
-    return m, {"cluster_of": {x: root(x) for x in members}, "removed": removed, "candidates": len(matches)}
-
-
-def struct_iter(data: bytes):
-    import struct
-
-    return struct.iter_unpack("<4I", data)
+    for a, b in pairs:
+        ra, rb = root(a), root(b)
+        if ra != rb:
+            parent[max(ra, rb)] = min(ra, rb)
+    return {x: root(x) for pair in pairs for x in pair}
 
 
 def measure(cmd: list[str], stdout) -> tuple[dict, str]:
@@ -323,24 +334,13 @@ def neardup_clusters(keeper: dict[str, str]) -> dict[str, str]:
 
 def truth_summary(truth: set[tuple[str, str]]) -> dict:
     """Pairs, documents in a pair, and the fewest removals that leave no pair of T (all but one of each component)."""
-    parent: dict[str, str] = {}
-
-    def root(x: str) -> str:
-        while parent.get(x, x) != x:
-            x = parent[x]
-        return x
-
-    for a, b in truth:
-        ra, rb = root(a), root(b)
-        if ra != rb:
-            parent[max(ra, rb)] = min(ra, rb)
-    docs = {x for pair in truth for x in pair}
-    return {"pairs": len(truth), "docs": len(docs), "min_removals": len(docs) - len({root(x) for x in docs})}
+    comp = components(truth)
+    return {"pairs": len(truth), "docs": len(comp), "min_removals": len(comp) - len(set(comp.values()))}
 
 
 # ------------------------------------------------------------------------------------------------ the benchmark
 
-def bench(corpus: str, thresholds: list[float], reps: int) -> dict:
+def bench(corpus: str, thresholds: list[float], reps: int, own: list[float]) -> dict:
     import joins
 
     docs = joins.corpus_docs(corpus)
@@ -358,7 +358,7 @@ def bench(corpus: str, thresholds: list[float], reps: int) -> dict:
     try:
         for rep in range(reps):
             for t in thresholds:
-                for tool in ("neardup", "datatrove"):
+                for tool in ("neardup", "datatrove", "datatrove-own")[:3 if t in own else 2]:
                     if tool == "neardup":
                         m, got = run_neardup(shards, t, scratch)
                         bands[t] = (got["bands"], got["rows"])
@@ -369,7 +369,8 @@ def bench(corpus: str, thresholds: list[float], reps: int) -> dict:
                         acc["printed_extra"] = len(printed - truths[t])
                         removed = set(got["keeper"])
                     else:
-                        m, got = run_datatrove(python, shards_dir, ids, *bands[t], scratch)
+                        m, got = run_datatrove(python, shards_dir, ids, *bands[t],
+                                               "own" if tool == "datatrove-own" else "neardup", scratch)
                         acc = accuracy(got["cluster_of"], got["removed"], truths[t])
                         removed = got["removed"]
                     acc["candidates"] = got["candidates"]
@@ -388,7 +389,7 @@ def bench(corpus: str, thresholds: list[float], reps: int) -> dict:
         row = {"reps": len(ms), "bands": list(bands[t]), **found[(tool, t)][0]}
         row.update({f: statistics.median(m[f] for m in ms) for f in ("wall_s", "cpu_s", "others_cpu_s")})
         row["rss_mb"] = max(m["rss_mb"] for m in ms)
-        if tool == "datatrove":
+        if tool != "neardup":
             row["stage_wall_s"] = {s: statistics.median(m["stage_wall_s"][s] for m in ms) for s in STAGES}
         result["runs"][f"{tool} {t}"] = row
     return result
@@ -423,7 +424,10 @@ def report(record: dict) -> list[str]:
              "nearDup's word 5-shingles (a tokenizer doing what nearDup does in place of datatrove's spaCy one, "
              "datatrove's text normalisation off), nearDup's b x r for the threshold, seed 1, 64-bit xxhash. Both "
              "end with a deduplicated copy of the shards. datatrove has no verification step: every pair that "
-             "shares a band bucket is a duplicate. Each run is a whole process tree: medians of "
+             "shares a band bucket is a duplicate. `datatrove-own` is datatrove as shipped for English: its text "
+             "normalisation (lowercase, punctuation to blanks, digits to 0, no diacritics) and spaCy's tokenizer, "
+             "other shingles than nearDup's (its accuracy against T includes that difference). Each run is a whole "
+             "process tree: medians of "
              f"{args['reps']} interleaved repetitions, CPU = user + system of the tree, peak RSS summed over the "
              f"tree; {record['python']}, {record['cores']} cores shared with other work (load average "
              f"{record['load'][0]} at the start, {record['load'][1]} at the end; `others`: the CPU seconds the rest "
@@ -432,12 +436,15 @@ def report(record: dict) -> list[str]:
              "definitions for both tools, from what each removed: a cluster is a kept document and the documents "
              "removed in its favour; `recall` is the share of T inside one cluster, `precision` the share of the "
              "pairs inside clusters that are in T; `false rm` counts removed documents with no pair in T at all "
-             "(unique documents deleted), `left` the pairs of T whose two documents both stayed.", "",
+             "(unique documents deleted), `left` the pairs of T whose two documents both stayed. `candidates`: "
+             "nearDup's pairs sharing a bucket in at least one band; datatrove's, the distinct pairs its buckets "
+             "stage wrote (in each band, each document paired with the one before it in key order: a chain per "
+             "bucket, not every pair).", "",
              "| t | tool | b x r | wall s | CPU s | CPU / nearDup | peak RSS MB | candidates | removed | recall | "
              "precision | false rm | left | others CPU s |", "|---" * 14 + "|"]
     for t in args["thresholds"]:
         base = res["runs"].get(f"neardup {t}", {})
-        for tool in ("neardup", "datatrove"):
+        for tool in ("neardup", "datatrove", "datatrove-own"):
             row = res["runs"].get(f"{tool} {t}")
             if not row:
                 continue
@@ -448,15 +455,17 @@ def report(record: dict) -> list[str]:
                          f"{row['false_removals']} | {row['pairs_left']} | {_f(row['others_cpu_s'])} |")
     lines.append("")
     for t in args["thresholds"]:
-        truth, nd, dt = res["truth"][str(t)], res["runs"].get(f"neardup {t}"), res["runs"].get(f"datatrove {t}")
+        truth, nd = res["truth"][str(t)], res["runs"].get(f"neardup {t}")
         text = (f"t = {t}: T has {truth['pairs']:,} pairs among {truth['docs']:,} documents; removing all but one "
                 f"document of each of its connected components takes {truth['min_removals']:,} removals.")
         if nd:
             text += (f" nearDup printed {nd['printed_pairs']:,} verified pairs (recall {_f(nd['printed_recall'], 4)}, "
                      f"{nd['printed_extra']} not in T).")
-        if dt:
-            text += (" datatrove's stages, wall s: " + ", ".join(f"{s} {dt['stage_wall_s'][s]:.1f}" for s in STAGES)
-                     + " (candidates: the distinct pairs its buckets stage matched).")
+        for tool in ("datatrove", "datatrove-own"):
+            dt = res["runs"].get(f"{tool} {t}")
+            if dt:
+                text += (f" {tool}'s stages, wall s: "
+                         + ", ".join(f"{s} {dt['stage_wall_s'][s]:.1f}" for s in STAGES) + ".")
         lines += [text, ""]
     lines.append(end)
     return lines
@@ -477,13 +486,17 @@ def main(argv=None) -> None:
     ap.add_argument("--corpus", default="edited", help="a corpus folder name under bench/out/corpora/")
     ap.add_argument("--thresholds", nargs="+", type=float, default=[0.8, 0.5])
     ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--datatrove-own", nargs="*", type=float, default=[0.8], metavar="T",
+                    help="thresholds at which datatrove also runs with its own text model (its TextNormConfig "
+                         "defaults and spaCy's English tokenizer), as `datatrove-own`")
     ap.add_argument("--write", action="store_true", help="replace the section in bench/RESULTS.md")
     ap.add_argument("--report-only", action="store_true", help="measure nothing: the latest record's section")
-    ap.add_argument("--worker", nargs=4, metavar=("SHARDS", "WORK", "BANDS", "ROWS"), help=argparse.SUPPRESS)
+    ap.add_argument("--worker", nargs=5, metavar=("SHARDS", "WORK", "BANDS", "ROWS", "TEXT_MODEL"),
+                    help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.worker:
-        shards, work, b, r = args.worker
-        worker(shards, work, int(b), int(r))
+        shards, work, b, r, text_model = args.worker
+        worker(shards, work, int(b), int(r), text_model)
         return
     sys.path.insert(0, HERE)
     os.makedirs(WORK, exist_ok=True)
@@ -494,7 +507,7 @@ def main(argv=None) -> None:
     else:
         started = time.time()
         load0 = open("/proc/loadavg").read().split()[0]
-        result = bench(args.corpus, args.thresholds, args.reps)
+        result = bench(args.corpus, args.thresholds, args.reps, args.datatrove_own)
         load1 = open("/proc/loadavg").read().split()[0]
         sha = subprocess.run(["git", "-C", HERE, "rev-parse", "--short", "HEAD"], capture_output=True,
                              text=True).stdout.strip()
