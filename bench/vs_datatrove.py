@@ -1,16 +1,18 @@
 """nearDup against datatrove's MinHash deduplication (issue 23): the same JSONL shards, the same word 5-shingles,
 the same b x r bands, each tool end to end from the shards to a deduplicated copy of them.
 
-    python bench/vs_datatrove.py [--corpus edited] [--thresholds 0.8 0.5] [--reps 3] [--write] [--report-only]
+    python bench/vs_datatrove.py [--corpus edited] [--thresholds 0.8 0.5] [--reps 3] [--datatrove-own T ...]
+                                 [--write] [--report-only]
 
 (`make bench-datatrove`.) The named corpus folder (bench/out/corpora/NAME/docs of this checkout, else
 /work/main/bench/out/corpora/NAME/docs, read only) is written once as two JSONL shards, bench/out/vs_datatrove/
-shards/0000{0,1}.jsonl, records {"id": path relative to docs, "text": the file's text}, in id order.
+shards-NAME/0000{0,1}.jsonl, records {"id": path relative to docs, "text": the file's text}, in id order.
 
 datatrove 0.10.1 is not a nearDup dependency: it is installed into its own venv, bench/out/venv-datatrove (made on
-the first run, with xxhash, datatrove's default shingle hash), and runs there as `python bench/vs_datatrove.py
---worker`: its four stages in one process, each a LocalPipelineExecutor with workers=2 (its default forkserver
-start), as in datatrove's examples/minhash_deduplication.py:
+the first run, with the packages of its extras that these steps import: DEPS), and runs there as `python
+bench/vs_datatrove.py --worker`: its four stages in one process, each a LocalPipelineExecutor with workers=2 (its
+default forkserver start), the stages of datatrove's examples/minhash_deduplication.py (there under Slurm; its
+TokensCounter left out):
   1. JsonlReader + MinhashDedupSignature   tasks = 2 (one per shard)
   2. MinhashDedupBuckets                   tasks = b (one per band; datatrove requires a multiple of it)
   3. MinhashDedupCluster                   tasks = 1 (datatrove requires a single task)
@@ -44,8 +46,8 @@ T). For both tools the same definitions, from what each removed:
 - false removals = removed documents with no pair in T at all (a unique document deleted);
 - pairs left = pairs of T with both documents still in the output (duplication the dedup missed).
 nearDup's printed pairs are checked too (all verified: precision 1 up to float ties).
-With --write, the section between the markers in bench/RESULTS.md is replaced by the latest record of
-bench/out/vs_datatrove.jsonl.
+With --write, the section between the markers in bench/RESULTS.md is replaced: one table for the latest record of
+each configuration (corpus, thresholds, --datatrove-own) in bench/out/vs_datatrove.jsonl.
 """
 from __future__ import annotations
 
@@ -409,29 +411,26 @@ def _f(x, digits=1) -> str:
     return "-" if x is None else f"{x:.{digits}f}"
 
 
-def report(record: dict) -> list[str]:
-    args, res = record["args"], record["result"]
+def report(records: list[dict]) -> list[str]:
+    """The section: what is compared and how, then one table per record (one configuration of the script each)."""
     import run as bench_run
 
     begin, end = bench_run.DATATROVE_SECTION
+    res0 = records[0]["result"]
     lines = [begin, "## nearDup against datatrove's MinHash deduplication", "",
-             f"`python bench/vs_datatrove.py --corpus {args['corpus']} --thresholds "
-             f"{' '.join(map(str, args['thresholds']))} --reps {args['reps']}` on {record['date']}: the "
-             f"{args['corpus']} corpus ({res['docs']:,} documents, {res['bytes'] / 1e6:.1f} MB) as two JSONL "
-             f"shards; nearDup ({record['neardup']}) `run --jsonl SHARDS -t T --jobs 2 --write-deduped OUT` against "
-             f"datatrove {res['versions']['datatrove']}'s four MinHash stages (signature, buckets, cluster, filter "
-             "writing the kept and the removed records) under its LocalPipelineExecutor with workers = 2, with "
-             "nearDup's word 5-shingles (a tokenizer doing what nearDup does in place of datatrove's spaCy one, "
-             "datatrove's text normalisation off), nearDup's b x r for the threshold, seed 1, 64-bit xxhash. Both "
-             "end with a deduplicated copy of the shards. datatrove has no verification step: every pair that "
-             "shares a band bucket is a duplicate. `datatrove-own` is datatrove as shipped for English: its text "
-             "normalisation (lowercase, punctuation to blanks, digits to 0, no diacritics) and spaCy's tokenizer, "
-             "other shingles than nearDup's (its accuracy against T includes that difference). Each run is a whole "
-             "process tree: medians of "
-             f"{args['reps']} interleaved repetitions, CPU = user + system of the tree, peak RSS summed over the "
-             f"tree; {record['python']}, {record['cores']} cores shared with other work (load average "
-             f"{record['load'][0]} at the start, {record['load'][1]} at the end; `others`: the CPU seconds the rest "
-             f"of the machine used during a run), {record['seconds']} s in all.", "",
+             f"The {records[0]['corpus']} corpus ({res0['docs']:,} documents, {res0['bytes'] / 1e6:.1f} MB) as two "
+             "JSONL shards; nearDup `run --jsonl SHARDS -t T --jobs 2 --write-deduped OUT` against datatrove "
+             f"{res0['versions']['datatrove']}'s four MinHash stages (signature, buckets, cluster, filter writing "
+             "the kept and the removed records) under its LocalPipelineExecutor with workers = 2, with nearDup's "
+             "word 5-shingles (a tokenizer doing what nearDup does in place of datatrove's spaCy one, datatrove's "
+             "text normalisation off), nearDup's b x r for the threshold, seed 1, 64-bit xxhash. Both end with a "
+             "deduplicated copy of the shards. datatrove has no verification step: every pair that shares a band "
+             "bucket is a duplicate. `datatrove-own` is datatrove as shipped for English: its text normalisation "
+             "(lowercase, punctuation to blanks, numbers to 0, no diacritics) and spaCy's tokenizer, other shingles "
+             "than nearDup's (its accuracy against T includes that difference). Each run is a whole process tree: "
+             "medians of the interleaved repetitions, CPU = user + system of the tree, peak RSS summed over the tree "
+             "(sampled every 0.1 s); `CPU / nearDup` is the ratio of the medians of one run of the script; `others`: "
+             "the CPU seconds the rest of this shared machine used during a run (its load).", "",
              "Accuracy against the exact pairs T (Jaccard >= t of the same shingle sets, bench/truth.py), the same "
              "definitions for both tools, from what each removed: a cluster is a kept document and the documents "
              "removed in its favour; `recall` is the share of T inside one cluster, `precision` the share of the "
@@ -439,36 +438,58 @@ def report(record: dict) -> list[str]:
              "(unique documents deleted), `left` the pairs of T whose two documents both stayed. `candidates`: "
              "nearDup's pairs sharing a bucket in at least one band; datatrove's, the distinct pairs its buckets "
              "stage wrote (in each band, each document paired with the one before it in key order: a chain per "
-             "bucket, not every pair).", "",
-             "| t | tool | b x r | wall s | CPU s | CPU / nearDup | peak RSS MB | candidates | removed | recall | "
-             "precision | false rm | left | others CPU s |", "|---" * 14 + "|"]
-    for t in args["thresholds"]:
-        base = res["runs"].get(f"neardup {t}", {})
-        for tool in ("neardup", "datatrove", "datatrove-own"):
-            row = res["runs"].get(f"{tool} {t}")
-            if not row:
-                continue
-            ratio = row["cpu_s"] / base["cpu_s"] if base.get("cpu_s") else None
-            lines.append(f"| {t} | {tool} | {row['bands'][0]} x {row['bands'][1]} | {_f(row['wall_s'])} | "
-                         f"{_f(row['cpu_s'])} | {_f(ratio, 2)} | {_f(row['rss_mb'], 0)} | {row['candidates']:,} | "
-                         f"{row['removed']:,} | {_f(row['recall'], 4)} | {_f(row['precision'], 4)} | "
-                         f"{row['false_removals']} | {row['pairs_left']} | {_f(row['others_cpu_s'])} |")
-    lines.append("")
-    for t in args["thresholds"]:
-        truth, nd = res["truth"][str(t)], res["runs"].get(f"neardup {t}")
-        text = (f"t = {t}: T has {truth['pairs']:,} pairs among {truth['docs']:,} documents; removing all but one "
-                f"document of each of its connected components takes {truth['min_removals']:,} removals.")
-        if nd:
-            text += (f" nearDup printed {nd['printed_pairs']:,} verified pairs (recall {_f(nd['printed_recall'], 4)}, "
-                     f"{nd['printed_extra']} not in T).")
-        for tool in ("datatrove", "datatrove-own"):
-            dt = res["runs"].get(f"{tool} {t}")
-            if dt:
-                text += (f" {tool}'s stages, wall s: "
-                         + ", ".join(f"{s} {dt['stage_wall_s'][s]:.1f}" for s in STAGES) + ".")
-        lines += [text, ""]
+             "bucket, not every pair).", ""]
+    for record in records:
+        args, res = record["args"], record["result"]
+        own = args.get("datatrove_own") or []
+        lines += [f"`python bench/vs_datatrove.py --corpus {args['corpus']} --thresholds "
+                  f"{' '.join(map(str, args['thresholds']))} --reps {args['reps']}"
+                  + (f" --datatrove-own {' '.join(map(str, own))}" if own else "")
+                  + f"` on {record['date']}, nearDup at {record['neardup']}, {record['python']}, {record['cores']} "
+                  f"cores shared with other work, load average {record['load'][0]} at the start and "
+                  f"{record['load'][1]} at the end, {record['seconds']} s in all:", "",
+                  "| t | tool | b x r | reps | wall s | CPU s | CPU / nearDup | peak RSS MB | candidates | removed | "
+                  "recall | precision | false rm | left | others CPU s |", "|---" * 15 + "|"]
+        for t in args["thresholds"]:
+            base = res["runs"].get(f"neardup {t}", {})
+            for tool in ("neardup", "datatrove", "datatrove-own"):
+                row = res["runs"].get(f"{tool} {t}")
+                if not row:
+                    continue
+                ratio = row["cpu_s"] / base["cpu_s"] if base.get("cpu_s") else None
+                lines.append(f"| {t} | {tool} | {row['bands'][0]} x {row['bands'][1]} | {row['reps']} | "
+                             f"{_f(row['wall_s'])} | {_f(row['cpu_s'])} | {_f(ratio, 2)} | {_f(row['rss_mb'], 0)} | "
+                             f"{row['candidates']:,} | {row['removed']:,} | {_f(row['recall'], 4)} | "
+                             f"{_f(row['precision'], 4)} | {row['false_removals']} | {row['pairs_left']} | "
+                             f"{_f(row['others_cpu_s'])} |")
+        lines.append("")
+        for t in args["thresholds"]:
+            truth, nd = res["truth"][str(t)], res["runs"].get(f"neardup {t}")
+            text = (f"t = {t}: T has {truth['pairs']:,} pairs among {truth['docs']:,} documents; removing all but "
+                    f"one document of each of its connected components takes {truth['min_removals']:,} removals.")
+            if nd:
+                text += (f" nearDup printed {nd['printed_pairs']:,} verified pairs (recall "
+                         f"{_f(nd['printed_recall'], 4)}, {nd['printed_extra']} not in T).")
+            for tool in ("datatrove", "datatrove-own"):
+                dt = res["runs"].get(f"{tool} {t}")
+                if dt:
+                    text += (f" {tool}'s stages, wall s: "
+                             + ", ".join(f"{s} {dt['stage_wall_s'][s]:.1f}" for s in STAGES) + ".")
+            lines += [text, ""]
     lines.append(end)
     return lines
+
+
+def latest(path: str) -> list[dict]:
+    """The latest record of each configuration (corpus, thresholds, --datatrove-own) in bench/out/vs_datatrove.jsonl,
+    in the order the configurations first appear."""
+    out: dict = {}
+    with open(path) as f:
+        for line in f:
+            record = json.loads(line)
+            args = record["args"]
+            out[(record["corpus"], tuple(args["thresholds"]), tuple(args.get("datatrove_own") or ()))] = record
+    return list(out.values())
 
 
 def write_section(lines: list[str]) -> None:
@@ -486,11 +507,13 @@ def main(argv=None) -> None:
     ap.add_argument("--corpus", default="edited", help="a corpus folder name under bench/out/corpora/")
     ap.add_argument("--thresholds", nargs="+", type=float, default=[0.8, 0.5])
     ap.add_argument("--reps", type=int, default=3)
-    ap.add_argument("--datatrove-own", nargs="*", type=float, default=[0.8], metavar="T",
+    ap.add_argument("--datatrove-own", nargs="*", type=float, default=[], metavar="T",
                     help="thresholds at which datatrove also runs with its own text model (its TextNormConfig "
                          "defaults and spaCy's English tokenizer), as `datatrove-own`")
-    ap.add_argument("--write", action="store_true", help="replace the section in bench/RESULTS.md")
-    ap.add_argument("--report-only", action="store_true", help="measure nothing: the latest record's section")
+    ap.add_argument("--write", action="store_true", help="replace the section in bench/RESULTS.md with the latest "
+                                                         "record of each configuration in bench/out/vs_datatrove.jsonl")
+    ap.add_argument("--report-only", action="store_true", help="measure nothing: print (and with --write, write) "
+                                                               "the section from bench/out/vs_datatrove.jsonl")
     ap.add_argument("--worker", nargs=5, metavar=("SHARDS", "WORK", "BANDS", "ROWS", "TEXT_MODEL"),
                     help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -501,10 +524,7 @@ def main(argv=None) -> None:
     sys.path.insert(0, HERE)
     os.makedirs(WORK, exist_ok=True)
     history = os.path.join(OUT, "vs_datatrove.jsonl")
-    if args.report_only:
-        with open(history) as f:
-            record = json.loads(f.readlines()[-1])
-    else:
+    if not args.report_only:
         started = time.time()
         load0 = open("/proc/loadavg").read().split()[0]
         result = bench(args.corpus, args.thresholds, args.reps, args.datatrove_own)
@@ -517,7 +537,7 @@ def main(argv=None) -> None:
                   "cores": os.cpu_count(), "seconds": round(time.time() - started), "result": result}
         with open(history, "a") as f:
             f.write(json.dumps(record) + "\n")
-    lines = report(record)
+    lines = report(latest(history))
     print("\n".join(lines))
     if args.write:
         write_section(lines)
