@@ -344,6 +344,7 @@ def truth_summary(truth: set[tuple[str, str]]) -> dict:
 
 def bench(corpus: str, thresholds: list[float], reps: int, own: list[float]) -> dict:
     import joins
+    import peers
 
     docs = joins.corpus_docs(corpus)
     python = ensure_venv()
@@ -352,7 +353,7 @@ def bench(corpus: str, thresholds: list[float], reps: int, own: list[float]) -> 
     ids = shard_ids(shards)
     loaded: dict = {}
     truths = {t: truth_pairs(docs, t, loaded) for t in thresholds}
-    peers_warm(shards)
+    peers.warm_cache(shards_dir)  # read once, unmeasured: the first tool does not pay for the disk
     scratch = tempfile.mkdtemp(prefix="vs-datatrove-", dir=OUT)
     runs: dict = {}
     found: dict = {}
@@ -397,22 +398,12 @@ def bench(corpus: str, thresholds: list[float], reps: int, own: list[float]) -> 
     return result
 
 
-def peers_warm(paths: list[str]) -> None:
-    """Read the shards once, unmeasured, so that the first tool does not pay for the disk."""
-    for path in paths:
-        with open(path, "rb") as f:
-            while f.read(1 << 20):
-                pass
-
-
 # ------------------------------------------------------------------------------------------------ report
-
-def _f(x, digits=1) -> str:
-    return "-" if x is None else f"{x:.{digits}f}"
-
 
 def report(records: list[dict]) -> list[str]:
     """The section: what is compared and how, then one table per record (one configuration of the script each)."""
+    from joins import _f
+
     import run as bench_run
 
     begin, end = bench_run.DATATROVE_SECTION
