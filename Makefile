@@ -14,7 +14,7 @@ else
 MADE_WITH := $(firstword $(wildcard $(VENV)/.made-with-*) $(VENV)/.made-with-$(notdir $(PYTHON)))
 endif
 
-.PHONY: run test lint bench bench-joins install man clean
+.PHONY: run test lint bench bench-joins bench-datatrove install man clean
 
 $(MADE_WITH):
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11) and "nearDup needs Python >= 3.11: " \
@@ -64,6 +64,13 @@ bench: $(VENV)/.bench
 bench-joins: $(VENV)/.bench
 	$(BIN)/python bench/joins.py --corpora edited --write
 	$(BIN)/python bench/joins.py --corpora imdb --write
+
+# nearDup against datatrove's MinHash deduplication on the edited corpus as JSONL (bench/vs_datatrove.py; its section
+# of bench/RESULTS.md): datatrove goes into its own venv, bench/out/venv-datatrove, never into nearDup's. ~15 minutes
+# on a loaded machine, then one run of datatrove as shipped (spaCy's tokenizer: ~10 CPU minutes)
+bench-datatrove: $(VENV)/.bench
+	$(BIN)/python bench/vs_datatrove.py
+	$(BIN)/python bench/vs_datatrove.py --thresholds 0.8 --reps 1 --datatrove-own 0.8 --write
 
 clean:
 	rm -rf $(VENV) bench/out neardup.1

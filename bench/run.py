@@ -35,6 +35,7 @@ INCREMENTAL_SECTION = ("<!-- incremental: bench/incremental.py -->", "<!-- /incr
 SCALING_SECTION = ("<!-- bench/scaling.py: begin -->", "<!-- bench/scaling.py: end -->")  # kept too
 HISTORY_SECTION = ("<!-- history: measured choices -->", "<!-- /history -->")  # kept too: written by hand
 JOINS_SECTION = ("<!-- bench/joins.py: begin -->", "<!-- bench/joins.py: end -->")  # kept too
+DATATROVE_SECTION = ("<!-- bench/vs_datatrove.py: begin -->", "<!-- bench/vs_datatrove.py: end -->")  # kept too
 PEER_TOOLS = [("neardup", 1), ("neardup", 2), ("rensa", 1), ("datasketch", 1)]
 NEARDUP_ONLY = [("neardup", 1), ("neardup", 2)]
 
@@ -327,8 +328,10 @@ def write_report(path: str, args, corpora: list[dict], results: dict, started: f
     _, scaling = split_engines_section(path, SCALING_SECTION)
     _, history = split_engines_section(path, HISTORY_SECTION)
     _, joins = split_engines_section(path, JOINS_SECTION)
+    _, datatrove = split_engines_section(path, DATATROVE_SECTION)
     with open(path, "w") as f:
-        f.write("\n".join(L) + "\n" + "".join(f"\n{s}" for s in (scaling, joins, engines, incremental, history) if s))
+        f.write("\n".join(L) + "\n" + "".join(f"\n{s}" for s in (scaling, joins, datatrove, engines, incremental,
+                                                                   history) if s))
 
 
 def split_engines_section(path: str, markers: tuple[str, str] = ENGINES_SECTION) -> tuple[str, str]:
