@@ -226,11 +226,19 @@ def _finish(ctx, results):
 
 def main() -> None:
     """The `neardup` program (not a library or test call: they keep their interpreter)."""
+    import signal
+
+    # Outside the command (_interrupts_recorded), a signal ends the process the default way (the shell says 130
+    # or 143). Python's own handler raised where nothing could report it: in the interpreter's shutdown, after the
+    # results, it was lost (status 0) or printed a traceback
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        if signal.getsignal(signum) is not signal.SIG_IGN:
+            signal.signal(signum, signal.SIG_DFL)
     code = cli.main(prog_name="neardup", standalone_mode=False)
+    printers = [app.printer.stream for app in ACTIVE if app.printer is not None]
+    for stream in (*printers, sys.stdout, sys.stderr):  # now: a signal in the shutdown leaves the results whole
+        with contextlib.suppress(Exception):
+            stream.flush()
     if local_engine.TORN_DOWN:  # see engine.local.TORN_DOWN: the work is committed or resumable, so skip the shutdown
-        printers = [app.printer.stream for app in ACTIVE if app.printer is not None]
-        for stream in (*printers, sys.stdout, sys.stderr):
-            with contextlib.suppress(Exception):
-                stream.flush()
         os._exit(code)
     sys.exit(code)
