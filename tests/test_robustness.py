@@ -299,8 +299,10 @@ def test_sigterm_stops_cleanly_and_closes_jsonl(big_corpus, tmp_path):
     w = tmp_path / "w"
     proc = subprocess.Popen([sys.executable, "-m", "nearDup", *_run_args(big_corpus, w), "--jobs", "1"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    while not (w / "shingle").is_dir():  # under way: before, a SIGTERM ends Python the default way (under load,
-        time.sleep(0.01)                 # the imports alone took over the 1 s this test waited)
+    # under way: before, a SIGTERM ends Python the default way (under load, the imports alone took over the 1 s
+    # this test waited)
+    while not (w / "shingle").is_dir() and proc.poll() is None:
+        time.sleep(0.01)
     proc.send_signal(signal.SIGTERM)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
@@ -314,11 +316,12 @@ def test_sigterm_stops_cleanly_and_closes_jsonl(big_corpus, tmp_path):
 def test_an_interrupt_is_one_line_even_with_quiet(big_corpus, tmp_path):
     proc = subprocess.Popen([sys.executable, "-m", "nearDup", *_run_args(big_corpus, tmp_path / "w"), "-q"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    while not (tmp_path / "w" / "shingle").is_dir():  # under way (a Ctrl-C during imports is Python's own)
-        time.sleep(0.01)
+    while not (tmp_path / "w" / "shingle").is_dir() and proc.poll() is None:  # under way (a Ctrl-C during
+        time.sleep(0.01)                                                       # imports is Python's own)
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=60)
-    assert proc.returncode == 130 and out == b""
+    stages = sorted(p.name for p in (tmp_path / "w").iterdir())  # how far it got, if the signal was lost
+    assert proc.returncode == 130 and out == b"", (proc.returncode, err, stages)
     assert err.decode() == "neardup: interrupted; the next run resumes\n"
 
 
