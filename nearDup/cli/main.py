@@ -76,10 +76,10 @@ class NearDupGroup(click.Group):
         SIGTERM, 141 a closed stdout)."""
         args = list(sys.argv[1:] if args is None else args)
         debug = "--debug" in args
-        _stop_on_sigterm()
         try:
-            code = super().main(args, prog_name or "neardup", complete_var, standalone_mode=False, **extra)
-            code = code if isinstance(code, int) else 0
+            with _interrupts_recorded():
+                code = super().main(args, prog_name or "neardup", complete_var, standalone_mode=False, **extra)
+                code = code if isinstance(code, int) else 0
         except (click.exceptions.Abort, KeyboardInterrupt, _Interrupted):
             _abort_output()
             # even with -q: why it stopped; on a terminal, after the ^C it echoed
@@ -112,16 +112,47 @@ class NearDupGroup(click.Group):
 CLOSED_PIPE = 141  # 128 + SIGPIPE, as the shell reports a command killed by a closed pipe; never --exit-code's 1
 
 
-def _stop_on_sigterm() -> None:
-    """SIGTERM stops a run like Ctrl-C: cleanly, with exit status 130 (when this is the main thread)."""
+@contextlib.contextmanager
+def _interrupts_recorded():
+    """Ctrl-C and SIGTERM stop the command with exit status 130, even if their KeyboardInterrupt is swallowed.
+
+    For this command only (when this is the main thread), SIGINT and SIGTERM get a handler that records the signal
+    (engine.local.INTERRUPTED) before it raises KeyboardInterrupt: raised where a callback or finaliser swallows
+    it, the run went on and ended 0. The engine raises it again at its next task; at the end, a recorded interrupt
+    wins over the result and over an error it became. Python's "Exception ignored" report of a swallowed one is
+    dropped: the one line says it. A signal the caller ignores (SIG_IGN, as for a background job) stays ignored."""
     import signal
     import threading
 
     def interrupt(signum, frame):
+        local_engine.INTERRUPTED = signum
         raise KeyboardInterrupt
 
-    if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, interrupt)
+    def unraisable(report) -> None:
+        if not (local_engine.INTERRUPTED and issubclass(report.exc_type, KeyboardInterrupt)):
+            hook(report)
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    kept = {signum: handler for signum in (signal.SIGINT, signal.SIGTERM)
+            if (handler := signal.getsignal(signum)) not in (signal.SIG_IGN, None)}  # None: not set from Python
+    hook, sys.unraisablehook = sys.unraisablehook, unraisable
+    local_engine.INTERRUPTED = 0
+    try:
+        for signum in kept:
+            signal.signal(signum, interrupt)
+        try:
+            yield
+        except Exception:
+            local_engine.stop_if_interrupted()  # a library made the swallowed KeyboardInterrupt its own error
+            raise
+        local_engine.stop_if_interrupted()  # swallowed, and the command ran to its end
+    finally:
+        for signum, handler in kept.items():
+            signal.signal(signum, handler)
+        sys.unraisablehook = hook
+        local_engine.INTERRUPTED = 0
 
 
 def _abort_output() -> None:
@@ -172,6 +203,7 @@ def cli(ctx):
 def _finish(ctx, results):
     """Exit status: 2 when some input could not be read (results for the rest were printed), else 0."""
     app = app_of(ctx)
+    local_engine.stop_if_interrupted()  # no results printed, no work committed, for a Ctrl-C that was swallowed
     if app.runner is None:
         return 0
     app.runner.engine.finish()
@@ -194,11 +226,19 @@ def _finish(ctx, results):
 
 def main() -> None:
     """The `neardup` program (not a library or test call: they keep their interpreter)."""
+    import signal
+
+    # Outside the command (_interrupts_recorded), a signal ends the process the default way (the shell says 130
+    # or 143). Python's own handler raised where nothing could report it: in the interpreter's shutdown, after the
+    # results, it was lost (status 0) or printed a traceback
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        if signal.getsignal(signum) is not signal.SIG_IGN:
+            signal.signal(signum, signal.SIG_DFL)
     code = cli.main(prog_name="neardup", standalone_mode=False)
+    printers = [app.printer.stream for app in ACTIVE if app.printer is not None]
+    for stream in (*printers, sys.stdout, sys.stderr):  # now: a signal in the shutdown leaves the results whole
+        with contextlib.suppress(Exception):
+            stream.flush()
     if local_engine.TORN_DOWN:  # see engine.local.TORN_DOWN: the work is committed or resumable, so skip the shutdown
-        printers = [app.printer.stream for app in ACTIVE if app.printer is not None]
-        for stream in (*printers, sys.stdout, sys.stderr):
-            with contextlib.suppress(Exception):
-                stream.flush()
         os._exit(code)
     sys.exit(code)

@@ -19,6 +19,20 @@ from .progress import _progress_bar
 # traceback after nearDup's one line (seen under load: "OSError: [Errno 9] Bad file descriptor").
 TORN_DOWN = False
 
+# The signal (SIGINT, SIGTERM) whose handler the command line installed (cli.main) ran in this command, 0 if none.
+# Python raises its KeyboardInterrupt at whatever bytecode runs when the signal arrives; where that is code whose
+# exceptions are swallowed (an at-fork callback, a finaliser such as a generator's or NpzFile.__del__, a library's
+# `except BaseException`), the run went on and ended with status 0 as if no Ctrl-C had come. The handler sets this
+# before it raises, and stop_if_interrupted raises again at the next task, stage or the command's end. Python API
+# callers never set it: their Ctrl-C stays Python's own.
+INTERRUPTED = 0
+
+
+def stop_if_interrupted() -> None:
+    """Raise KeyboardInterrupt if the command line was interrupted, even if the first one was swallowed."""
+    if INTERRUPTED:
+        raise KeyboardInterrupt
+
 
 class LocalEngine:
     """Tasks inline (one job) or in forked worker processes, one pool for all the stages of a run: a pool per
@@ -45,6 +59,7 @@ class LocalEngine:
         docs and nbytes (documents and text bytes per task, where known) add documents/s and MB/s; for a stream
         they are lists the producer fills as it goes. A task whose documents are not known in advance may return
         its number of documents (an int, or a result with a `docs` field), which counts when it completes."""
+        stop_if_interrupted()  # between stages
         count = len(tasks) if isinstance(tasks, Sequence) else None  # None: a stream
         bar = _progress_bar(self.progress, desc, sizes, unit, count, docs, nbytes)
         try:
@@ -53,6 +68,7 @@ class LocalEngine:
                 for i, task in enumerate(tasks):
                     results.append(fn(task))
                     bar.done(i, results[-1])
+                    stop_if_interrupted()
                 return results
             import concurrent.futures
             import concurrent.futures.process
@@ -64,6 +80,7 @@ class LocalEngine:
                 for task in tasks:
                     with _signals_held():  # submit may fork a worker
                         futures.append(pool.submit(fn, task))
+                    stop_if_interrupted()
                     while shown < len(futures) and futures[shown].done():  # progress while the stream goes on
                         bar.done(shown, futures[shown].result())
                         shown += 1
@@ -71,6 +88,7 @@ class LocalEngine:
                 index = {f: i for i, f in enumerate(futures)}
                 for f in concurrent.futures.as_completed(futures[shown:]):
                     bar.done(index[f], f.result())
+                    stop_if_interrupted()
                 return [f.result() for f in futures]
             except concurrent.futures.process.BrokenProcessPool:  # killed by hand or by the OOM killer: not a bug
                 self.close(cancel=True)
@@ -146,7 +164,9 @@ class LocalEngine:
 def _signals_held():
     """Ctrl-C and SIGTERM wait for the end of the block. One that arrived while a worker was forked ran its handler
     inside an at-fork callback (logging's), which swallows the KeyboardInterrupt: the run went on as if nothing
-    had happened. Blocked, the signal is delivered after the fork, in the main code."""
+    had happened. Blocked, the signal is delivered after the fork, in the main code. Only in this thread: a thread
+    that does not block them (one a library started) takes the signal, and its handler runs here all the same;
+    the command line then stops at the next task (INTERRUPTED)."""
     import signal
 
     if not hasattr(signal, "pthread_sigmask"):
