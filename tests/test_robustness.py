@@ -314,13 +314,19 @@ def test_sigterm_stops_cleanly_and_closes_jsonl(big_corpus, tmp_path):
 
 
 def test_an_interrupt_is_one_line_even_with_quiet(big_corpus, tmp_path):
-    proc = subprocess.Popen([sys.executable, "-m", "nearDup", *_run_args(big_corpus, tmp_path / "w"), "-q"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    while not (tmp_path / "w" / "shingle").is_dir() and proc.poll() is None:  # under way (a Ctrl-C during
-        time.sleep(0.01)                                                       # imports is Python's own)
-    proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=60)
-    stages = sorted(p.name for p in (tmp_path / "w").iterdir())  # how far it got, if the signal was lost
+    for attempt in range(3):
+        w = tmp_path / f"w{attempt}"
+        proc = subprocess.Popen([sys.executable, "-m", "nearDup", *_run_args(big_corpus, w), "-q"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        while not (w / "shingle").is_dir() and proc.poll() is None:  # under way (a Ctrl-C during imports is
+            time.sleep(0.01)                                          # Python's own)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+        if not (proc.returncode == -signal.SIGINT and out):
+            break
+        # the run had printed all its results before the signal came (this test was not scheduled in time on a
+        # loaded machine): the default death of a late signal, not the case under test; try again
+    stages = sorted(p.name for p in w.iterdir())  # how far it got, if the signal was lost
     assert proc.returncode == 130 and out == b"", (proc.returncode, err, stages)
     assert err.decode() == "neardup: interrupted; the next run resumes\n"
 
