@@ -265,3 +265,18 @@ def test_binary_columns_round_trip_in_id_order_through_a_table(tmp_path):
     assert binary_of(work.load_table(work.path("shingle", "0123456789ab.binary.npz"), "shingle")) == binary
     empty = binary_columns({})
     assert [len(c) for c in empty.values()] == [0, 0, 0, 0] and binary_of(empty) == {}
+
+
+def test_distinct_live_ids_agrees_with_a_python_set_in_order_or_not_and_ignores_dead_rows():
+    rng = np.random.default_rng(5)
+    for trial in range(200):
+        n = int(rng.integers(0, 12))
+        ids = [f"d{int(v)}" for v in rng.integers(0, 15, size=n)]
+        if trial % 3 == 0:
+            ids.sort()  # a listing's order: the check takes its fast path
+        live = rng.random(n) < 0.7
+        rows = [{"id": i, "live": int(alive)} for i, alive in zip(ids, live)]
+        expected = len({i for i, alive in zip(ids, live) if alive}) == int(live.sum())
+        held = catalog(rows)
+        assert held.distinct_live_ids() == expected
+        assert Catalog(held.stored()).distinct_live_ids() == expected  # as stored: UTF-8 bytes
