@@ -280,3 +280,19 @@ def test_distinct_live_ids_agrees_with_a_python_set_in_order_or_not_and_ignores_
         held = catalog(rows)
         assert held.distinct_live_ids() == expected
         assert Catalog(held.stored()).distinct_live_ids() == expected  # as stored: UTF-8 bytes
+
+
+def test_plan_matches_files_to_rows_of_appended_shards_out_of_id_order():
+    """Rows out of id order (shards appended by later runs): each listed file finds its own row by id and stat."""
+    rng = np.random.default_rng(3)
+    names = [f"/x/{i:03d}" for i in rng.permutation(50)]
+    stored = catalog([{"id": name, "sha": f"h{name}", "size": 10 + i, "mtime_ns": 7, "inode": 100 + i}
+                      for i, name in enumerate(names)])
+    kept = sorted(range(50), key=lambda i: names[i])[:40]  # the 10 last by id are gone
+    items = [Item("file", names[i], names[i], 10 + i, 7, inode=100 + i) for i in kept]
+    items += [Item("file", f"/x/new{j}", f"/x/new{j}", 999, 7, inode=900 + j) for j in range(5)]
+    items.sort(key=lambda item: item.id)
+    result = plan(stored, items, SourceParams())
+    assert column(result.catalog, "live") == [int(i in kept) for i in range(50)]
+    assert [item.id for item, _ in result.todo] == [f"/x/new{j}" for j in range(5)]
+    assert (result.renamed, result.removed) == (0, 10)
