@@ -174,7 +174,6 @@ def recall(corpus: str, pairs_tsv: str) -> tuple[int, int]:
 
 
 def run_sizes(args) -> None:
-    started = time.time()
     results = []
     for n in args.docs:
         corpus = corpus_dir(args.corpora, n)
@@ -198,7 +197,8 @@ def run_sizes(args) -> None:
                                             for x in xs) / MB)
             finally:
                 shutil.rmtree(parent, ignore_errors=True)
-            m.update(docs=n, bytes=meta["bytes"], rep=rep + 1, jobs=args.jobs, date=str(datetime.date.today()))
+            m.update(docs=n, bytes=meta["bytes"], rep=rep + 1, jobs=args.jobs, date=time.strftime("%Y-%m-%d %H:%M"),
+                     commit=bench_run._git_head())
             cand = [s["line"] for s in m["stages"] if s["line"].startswith("candidates:")]
             m["candidates"] = int(cand[-1].split()[1].replace(",", "")) if cand else None
             log(f"{n:,} documents rep {rep + 1}: wall {m['wall_s']} s, CPU {m['cpu_s']} s, tree RSS "
@@ -210,14 +210,14 @@ def run_sizes(args) -> None:
             with open(os.path.join(OUT, "big.jsonl"), "a") as f:
                 f.write(json.dumps(m) + "\n")
             results.append(m)
-    report(args, results, started)
+    report(args, results)
 
 
 def log(msg: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
 
-def report(args, results: list[dict], started: float) -> None:
+def report(args, results: list[dict]) -> None:
     """The section between the markers in args.out: growth per size (medians over the repetitions), and where
     the memory goes at the largest size."""
     import statistics
@@ -234,14 +234,13 @@ def report(args, results: list[dict], started: float) -> None:
         rows.append(f"| {n:,} | {r['bytes'] / 1e9:.2f} | {med['wall_s']:.1f} | {med['cpu_s']:.1f} | "
                     f"{med['tree_rss_mb'] / 1000:.2f} | {r['candidates']:,} | {r['pairs']:,} | "
                     f"{r['found']:,} / {r['truth']:,} | {r['workdir_mb'] / 1000:.1f} | {growth} | "
-                    f"{med['others_cpu_s']:.0f} |")
+                    f"{med['others_cpu_s']:.0f} | {r.get('commit', '?')}, {r['date']} |")
     largest = max(results, key=lambda m: (m["docs"], -m["wall_s"]))
     stages = [f"| {s['t']:.1f} | {s['tree_peak_mb']:,} | {s['main_rss_mb']:,} | `{s['line'][:90]}` |"
               for s in largest["stages"] if not s["line"].startswith("  ")]
     lines = [BEGIN, "## Ten million documents: JSONL shards end to end", "",
              f"- {datetime.date.today()}, {platform.node()}, {len(os.sched_getaffinity(0))} usable cores, "
-             f"{bench_run._cpu_model()}, {bench_run._mem_gb()}, Python {platform.python_version()}, nearDup "
-             f"{bench_run._git_head()[:12]}; took {(time.time() - started) / 60:.1f} min",
+             f"{bench_run._cpu_model()}, {bench_run._mem_gb()}, Python {platform.python_version()}",
              f"- command: `python bench/big.py run --docs {' '.join(map(str, args.docs))} --reps {args.reps}` "
              "(corpora: `python bench/big.py build N`); each run `neardup run --jsonl 'scale-N-jsonl/shard-*.jsonl'"
              f" --threshold {common.THRESHOLD} --num-perm {common.NUM_PERM} --bands {common.BANDS} --rows "
@@ -249,8 +248,8 @@ def report(args, results: list[dict], started: float) -> None:
              "- the corpora: ~1 KB documents of imdb words, 100,000 records a shard, ~1% edited copies "
              "(injected.tsv: their exact Jaccard); recall = the copies at Jaccard >= 0.8 found", "",
              "| documents | GB of text | wall s | CPU s | peak tree RSS GB | candidates | pairs | recall | work dir GB "
-             "| growth of wall / of documents | others' CPU s meanwhile |",
-             "|---|---|---|---|---|---|---|---|---|---|---|",
+             "| growth of wall / of documents | others' CPU s meanwhile | nearDup commit, when |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|",
              *rows, "",
              f"Where the memory goes at {largest['docs']:,} documents: each stage's line on stderr, when it came, the "
              "peak RSS of the process tree since the line before (the stage's own work) and the main process's RSS "
@@ -280,7 +279,18 @@ def main(argv=None) -> None:
     r.add_argument("--out", default=os.path.join(HERE, "RESULTS.md"))
     for p in (b, r):
         p.add_argument("--corpora", default=os.path.join(OUT, "corpora"), help="[default: bench/out/corpora]")
+    w = sub.add_parser("report", help="the section again from bench/out/big.jsonl: the latest run of each size")
+    w.add_argument("--out", default=os.path.join(HERE, "RESULTS.md"))
     args = ap.parse_args(argv)
+    if args.command == "report":
+        latest = {}
+        with open(os.path.join(OUT, "big.jsonl")) as f:
+            for line in f:
+                m = json.loads(line)
+                latest[m["docs"]] = m
+        args.docs, args.reps = sorted(latest), 1
+        report(args, [latest[n] for n in sorted(latest)])
+        return
     if args.command == "build":
         t0 = time.perf_counter()
         meta = build(args.n, corpus_dir(args.corpora, args.n))
