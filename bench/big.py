@@ -254,15 +254,8 @@ def report(args, results: list[dict]) -> None:
              f"Where the memory goes at {largest['docs']:,} documents: each stage's line on stderr, when it came, the "
              "peak RSS of the process tree since the line before (the stage's own work) and the main process's RSS "
              "then.", "", "| s | tree peak MB | main MB | stderr |", "|---|---|---|---|", *stages, "", END]
-    text = open(args.out).read() if os.path.exists(args.out) else ""
     section = "\n".join(lines)
-    if BEGIN in text and END in text:
-        text = text[:text.index(BEGIN)] + section + text[text.index(END) + len(END):]
-    else:
-        text = text.rstrip("\n") + "\n\n" + section + "\n"
-    with open(args.out + ".tmp", "w") as f:
-        f.write(text)
-    os.replace(args.out + ".tmp", args.out)
+    common.replace_section(args.out, BEGIN, END, section)
     print(section)
 
 
