@@ -229,7 +229,8 @@ def report(args, results: list[dict]) -> None:
     for n, runs in sorted(by_size.items()):
         med = {f: statistics.median(r[f] for r in runs) for f in ("wall_s", "cpu_s", "tree_rss_mb", "others_cpu_s")}
         first = first or (n, med)
-        growth = (f"{med['wall_s'] / first[1]['wall_s']:.2f}x / {n / first[0]:.0f}x" if n != first[0] else "1x / 1x")
+        growth = (f"{med['wall_s'] / first[1]['wall_s']:.2f}x / {med['cpu_s'] / first[1]['cpu_s']:.2f}x / "
+                  f"{n / first[0]:.0f}x" if n != first[0] else "1x")
         r = runs[0]
         rows.append(f"| {n:,} | {r['bytes'] / 1e9:.2f} | {med['wall_s']:.1f} | {med['cpu_s']:.1f} | "
                     f"{med['tree_rss_mb'] / 1000:.2f} | {r['candidates']:,} | {r['pairs']:,} | "
@@ -248,7 +249,7 @@ def report(args, results: list[dict]) -> None:
              "- the corpora: ~1 KB documents of imdb words, 100,000 records a shard, ~1% edited copies "
              "(injected.tsv: their exact Jaccard); recall = the copies at Jaccard >= 0.8 found", "",
              "| documents | GB of text | wall s | CPU s | peak tree RSS GB | candidates | pairs | recall | work dir GB "
-             "| growth of wall / of documents | others' CPU s meanwhile | nearDup commit, when |",
+             "| growth of wall / CPU / documents | others' CPU s meanwhile | nearDup commit, when |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|",
              *rows, "",
              f"Where the memory goes at {largest['docs']:,} documents: each stage's line on stderr, when it came, the "
@@ -281,7 +282,7 @@ def main(argv=None) -> None:
             for line in f:
                 m = json.loads(line)
                 latest[m["docs"]] = m
-        args.docs, args.reps = sorted(latest), 1
+        args.docs, args.reps, args.jobs = sorted(latest), 1, latest[max(latest)]["jobs"]
         report(args, [latest[n] for n in sorted(latest)])
         return
     if args.command == "build":
