@@ -98,3 +98,16 @@ def timed(cmd: list[str], env: dict | None = None) -> tuple[float, float, bytes]
     if done.returncode not in (0, 1):
         sys.exit(f"{' '.join(cmd)} failed: {done.stderr.decode(errors='replace')[-2000:]}")
     return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), done.stdout
+
+
+def replace_section(path: str, begin: str, end: str, section: str) -> None:
+    """Put section (which starts with begin and ends with end) in place of the one between those markers in the
+    report at path, or at its end if it has none; written to a temporary file, then renamed."""
+    text = open(path).read() if os.path.exists(path) else ""
+    if begin in text and end in text:
+        text = text[:text.index(begin)] + section + text[text.index(end) + len(end):]
+    else:
+        text = text.rstrip("\n") + "\n\n" + section + "\n"
+    with open(path + ".tmp", "w") as f:
+        f.write(text)
+    os.replace(path + ".tmp", path)

@@ -174,6 +174,36 @@ def build_edited(dest: str, n_docs: int = 20_000, copies_frac: float = 0.10, see
     return _finish(dest, meta, injected)
 
 
+class Copies:
+    """The edited copies of a scale corpus, decided document by document in order: with probability dup_frac a
+    document is an edited copy (a word-edit rate drawn from SCALE_RATES) of one of a reservoir of earlier
+    documents (the first 5,000, then each later one replaces a random one with probability 1%), else its own
+    text. injected: (copied name, copy's name, rate) of every copy made; copied: the text the last document is an
+    edited copy of (None: its own text)."""
+
+    def __init__(self, rng: random.Random, vocab: list[str], dup_frac: float):
+        self.rng, self.vocab, self.dup_frac = rng, vocab, dup_frac
+        self.kept: list[tuple[str, str]] = []
+        self.injected: list[tuple[str, str, float]] = []
+        self.copied: str | None = None
+
+    def next(self, name: str, own) -> str | None:
+        """The text of the next document, named name, if it is an edited copy; else None (its own text, which
+        own() gives: called only when the reservoir keeps it)."""
+        rng, kept = self.rng, self.kept
+        self.copied = None
+        if kept and rng.random() < self.dup_frac:
+            src_name, self.copied = kept[rng.randrange(len(kept))]
+            rate = rng.choice(SCALE_RATES)
+            self.injected.append((src_name, name, rate))
+            return edit_words(self.copied, rate, rng, self.vocab)
+        if len(kept) < 5000:
+            kept.append((name, own()))
+        elif rng.random() < 0.01:
+            kept[rng.randrange(len(kept))] = (name, own())
+        return None
+
+
 def build_scale(dest: str, n: int, seed: int = 1, dup_frac: float = 0.01) -> dict:
     vocab, p = imdb_vocabulary()
     vocab_arr = np.array(vocab, dtype=object)
@@ -181,8 +211,7 @@ def build_scale(dest: str, n: int, seed: int = 1, dup_frac: float = 0.01) -> dic
     rng = random.Random(seed)
     docs = _fresh(dest)
     total = 0
-    injected = []
-    kept: list[str] = []  # a reservoir of earlier documents to copy from
+    copies = Copies(rng, vocab, dup_frac)
     batch = 1000
     for lo in range(0, n, batch):
         hi = min(n, lo + batch)
@@ -195,24 +224,16 @@ def build_scale(dest: str, n: int, seed: int = 1, dup_frac: float = 0.01) -> dic
         for i in range(lo, hi):
             length = int(lengths[i - lo])
             name = f"{lo // 1000:04d}/{i:06d}.txt"
-            if kept and rng.random() < dup_frac:
-                src_name, src_text = kept[rng.randrange(len(kept))]
-                rate = rng.choice(SCALE_RATES)
-                text = edit_words(src_text, rate, rng, vocab)
-                injected.append((src_name, name, rate))
-            else:
-                text = " ".join(words[pos:pos + length])
-                if len(kept) < 5000:
-                    kept.append((name, text))
-                elif rng.random() < 0.01:
-                    kept[rng.randrange(len(kept))] = (name, text)
+            own = " ".join(words[pos:pos + length])
+            text = copies.next(name, lambda: own)  # noqa: B023 (called at once)
+            text = own if text is None else text
             pos += length
             data = text.encode("utf-8")
             with open(os.path.join(docs, name), "wb") as f:
                 f.write(data)
             total += len(data)
     return _finish(dest, {"kind": "scale", "docs": n, "seed": seed, "dup_frac": dup_frac, "rates": SCALE_RATES,
-                          "bytes": total}, injected)
+                          "bytes": total}, copies.injected)
 
 
 def main(argv=None) -> None:

@@ -149,15 +149,8 @@ def report(args, med: dict, base_wall: float, base_cpu: float, pairs: int) -> No
              "The floors are what any run that notices edits must pay: a stat of every file (an edited file keeps "
              "its name and its folder's mtime, so nothing cheaper finds it) and the interpreter with numpy. Their "
              "sum is the least an incremental run can cost on this machine, whatever it does after.", "", END]
-    text = open(args.out).read() if os.path.exists(args.out) else ""
     section = "\n".join(lines)
-    if BEGIN in text and END in text:
-        text = text[:text.index(BEGIN)] + section + text[text.index(END) + len(END):]
-    else:
-        text = text.rstrip("\n") + "\n\n" + section + "\n"
-    with open(args.out + ".tmp", "w") as f:
-        f.write(text)
-    os.replace(args.out + ".tmp", args.out)
+    common.replace_section(args.out, BEGIN, END, section)
     print(section)
 
 

@@ -62,7 +62,13 @@ class TreeRss(threading.Thread):
     def __init__(self, pid: int, interval: float = 0.1):
         super().__init__(daemon=True)
         self.pid, self.interval, self.peak = pid, interval, 0
+        self.window = 0  # the peak since the last mark()
         self.stop = threading.Event()
+
+    def mark(self) -> int:
+        """The peak since the last mark (or the start); a new window starts."""
+        peak, self.window = self.window, 0
+        return peak
 
     def run(self) -> None:
         try:
@@ -81,6 +87,7 @@ class TreeRss(threading.Thread):
                 except psutil.Error:
                     pass
             self.peak = max(self.peak, total)
+            self.window = max(self.window, total)
             self.stop.wait(self.interval)
 
 

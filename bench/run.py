@@ -36,6 +36,8 @@ SCALING_SECTION = ("<!-- bench/scaling.py: begin -->", "<!-- bench/scaling.py: e
 HISTORY_SECTION = ("<!-- history: measured choices -->", "<!-- /history -->")  # kept too: written by hand
 JOINS_SECTION = ("<!-- bench/joins.py: begin -->", "<!-- bench/joins.py: end -->")  # kept too
 DATATROVE_SECTION = ("<!-- bench/vs_datatrove.py: begin -->", "<!-- bench/vs_datatrove.py: end -->")  # kept too
+# kept too: bench/big.py's section, the notes on it written by hand and the index at 1M, as one block
+BIG_SECTION = ("<!-- bench/big.py: begin -->", "<!-- /index at 1M -->")
 PEER_TOOLS = [("neardup", 1), ("neardup", 2), ("rensa", 1), ("datasketch", 1)]
 NEARDUP_ONLY = [("neardup", 1), ("neardup", 2)]
 
@@ -329,9 +331,10 @@ def write_report(path: str, args, corpora: list[dict], results: dict, started: f
     _, history = split_engines_section(path, HISTORY_SECTION)
     _, joins = split_engines_section(path, JOINS_SECTION)
     _, datatrove = split_engines_section(path, DATATROVE_SECTION)
+    _, big = split_engines_section(path, BIG_SECTION)
     with open(path, "w") as f:
-        f.write("\n".join(L) + "\n" + "".join(f"\n{s}" for s in (scaling, joins, datatrove, engines, incremental,
-                                                                   history) if s))
+        f.write("\n".join(L) + "\n" + "".join(f"\n{s}" for s in (scaling, joins, datatrove, big, engines,
+                                                                   incremental, history) if s))
 
 
 def split_engines_section(path: str, markers: tuple[str, str] = ENGINES_SECTION) -> tuple[str, str]:

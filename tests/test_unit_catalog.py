@@ -265,3 +265,34 @@ def test_binary_columns_round_trip_in_id_order_through_a_table(tmp_path):
     assert binary_of(work.load_table(work.path("shingle", "0123456789ab.binary.npz"), "shingle")) == binary
     empty = binary_columns({})
     assert [len(c) for c in empty.values()] == [0, 0, 0, 0] and binary_of(empty) == {}
+
+
+def test_distinct_live_ids_agrees_with_a_python_set_in_order_or_not_and_ignores_dead_rows():
+    rng = np.random.default_rng(5)
+    for trial in range(200):
+        n = int(rng.integers(0, 12))
+        ids = [f"d{int(v)}" for v in rng.integers(0, 15, size=n)]
+        if trial % 3 == 0:
+            ids.sort()  # a listing's order: the check takes its fast path
+        live = rng.random(n) < 0.7
+        rows = [{"id": i, "live": int(alive)} for i, alive in zip(ids, live)]
+        expected = len({i for i, alive in zip(ids, live) if alive}) == int(live.sum())
+        held = catalog(rows)
+        assert held.distinct_live_ids() == expected
+        assert Catalog(held.stored()).distinct_live_ids() == expected  # as stored: UTF-8 bytes
+
+
+def test_plan_matches_files_to_rows_of_appended_shards_out_of_id_order():
+    """Rows out of id order (shards appended by later runs): each listed file finds its own row by id and stat."""
+    rng = np.random.default_rng(3)
+    names = [f"/x/{i:03d}" for i in rng.permutation(50)]
+    stored = catalog([{"id": name, "sha": f"h{name}", "size": 10 + i, "mtime_ns": 7, "inode": 100 + i}
+                      for i, name in enumerate(names)])
+    kept = sorted(range(50), key=lambda i: names[i])[:40]  # the 10 last by id are gone
+    items = [Item("file", names[i], names[i], 10 + i, 7, inode=100 + i) for i in kept]
+    items += [Item("file", f"/x/new{j}", f"/x/new{j}", 999, 7, inode=900 + j) for j in range(5)]
+    items.sort(key=lambda item: item.id)
+    result = plan(stored, items, SourceParams())
+    assert column(result.catalog, "live") == [int(i in kept) for i in range(50)]
+    assert [item.id for item, _ in result.todo] == [f"/x/new{j}" for j in range(5)]
+    assert (result.renamed, result.removed) == (0, 10)

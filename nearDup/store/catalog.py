@@ -91,6 +91,15 @@ class Catalog:
         """The ids as a bytes array (UTF-8, surrogates kept): what numpy can sort and compare quickly."""
         return self._stored_column("id")
 
+    def distinct_live_ids(self) -> bool:
+        """Whether no id is held by two live rows, without a Python string per row (10M records): ids in
+        increasing order, as one listing gives them, are distinct; others are sorted and neighbours compared."""
+        ids = self.id_bytes()[self.live]
+        if len(ids) < 2 or (ids[1:] > ids[:-1]).all():
+            return True
+        ids = np.sort(ids)
+        return not (ids[1:] == ids[:-1]).any()
+
     def stored(self) -> dict:
         """The columns to save: text as UTF-8 bytes arrays."""
         return {f: self._stored_column(f) for f in self.columns}
@@ -190,9 +199,8 @@ def plan(stored: Catalog, items: list[Item], source: SourceParams) -> Plan:
     and shingled into new shards, in the order listed."""
     if not len(stored):  # nothing stored: read everything
         return Plan(stored, [(item, None) for item in items])
-    ids, live = stored.ids, np.zeros(len(stored), bool)
+    live = np.zeros(len(stored), bool)
     was_live = stored.live
-    sizes, mtimes, inodes = (stored[f].tolist() for f in ("size", "mtime_ns", "inode"))
     changed = []
     n: int | None  # a row number, or None where a lookup found none
     if source.records:
@@ -206,19 +214,22 @@ def plan(stored: Catalog, items: list[Item], source: SourceParams) -> Plan:
             else:
                 changed.append(item)
     else:
-        by_id = {ids[n]: n for n in np.flatnonzero(was_live).tolist()}
+        row_of = _live_rows_of(stored, was_live, items)
+        listed = np.array([item[3:5] + (item.inode,) for item in items], np.int64).reshape(len(items), 3)
+        at = np.maximum(row_of, 0)
+        same = (row_of >= 0) & (stored["size"][at] == listed[:, 0]) & (stored["mtime_ns"][at] == listed[:, 1]) \
+            & (stored["inode"][at] == listed[:, 2])
+        live[row_of[same]] = True
         messages: dict[str, list[int]] | None = None  # mbox path -> the rows of its messages (ids path#i)
-        for item in items:
-            n = by_id.get(item.id)
-            if n is not None and sizes[n] == item.size and mtimes[n] == item.mtime_ns and inodes[n] == item.inode:
-                live[n] = True
-                continue
+        for i in np.flatnonzero(~same).tolist():  # new and changed files only: a Python step each
+            item, n = items[i], (int(row_of[i]) if row_of[i] >= 0 else None)
             if n is None:  # a file of several documents? Its rows carry the file's mtime and inode, not its size
                 if messages is None:
                     messages = _messages(stored, was_live)
-                rows = messages.get(item.id, [])
-                if rows and all(mtimes[m] == item.mtime_ns and inodes[m] == item.inode for m in rows):
-                    live[rows] = True
+                parts = messages.get(item.id, [])
+                if parts and all(stored["mtime_ns"][m] == item.mtime_ns and stored["inode"][m] == item.inode
+                                 for m in parts):
+                    live[parts] = True
                     continue
             changed.append(item)
     released = np.flatnonzero(was_live & ~live).tolist()
@@ -226,8 +237,8 @@ def plan(stored: Catalog, items: list[Item], source: SourceParams) -> Plan:
     found: list[tuple[Item, str, str]] = []  # (item, id, sha) of the documents of changed items
     wanted: dict[str, set] = {}  # ids still to read, per item read for hashes
     if released:
-        released_sizes = {sizes[n] for n in released}
-        released_ids = {ids[n]: n for n in released}
+        released_sizes = set(stored["size"][released].tolist())
+        released_ids = {doc_id: n for n, doc_id in stored.ids_of(released).items()}
         for item in changed:
             if item.kind != "file" or item.id in released_ids or item.size in released_sizes:
                 found.extend((item, doc_id, sha) for doc_id, sha in content_hashes(item, source))
@@ -267,13 +278,29 @@ def plan(stored: Catalog, items: list[Item], source: SourceParams) -> Plan:
     return result
 
 
+def _live_rows_of(stored: Catalog, was_live: np.ndarray, items: list[Item]) -> np.ndarray:
+    """For each item, the live row with its id, or -1: the ids compared as UTF-8 bytes arrays (a million listed
+    files against a million rows: no Python string or dict entry per row)."""
+    rows = np.flatnonzero(was_live)
+    keys = stored.id_bytes()[rows]
+    if len(keys) > 1 and not (keys[1:] > keys[:-1]).all():  # rows of appended shards: sort them
+        by = np.argsort(keys, kind="stable")
+        rows, keys = rows[by], keys[by]
+    listed = np.array([item.id.encode("utf-8", "surrogatepass") for item in items], np.bytes_)
+    if not len(keys) or not len(listed):
+        return np.full(len(items), -1, np.int64)
+    at = np.minimum(np.searchsorted(keys, listed), len(keys) - 1)
+    return np.where(keys[at] == listed, rows[at], -1).astype(np.int64)
+
+
 def _messages(stored: Catalog, was_live: np.ndarray) -> dict[str, list[int]]:
     """The live rows of mbox messages (item column "mbox", id PATH#i) by the path of their mbox."""
     found: dict[str, list[int]] = {}
-    item = stored["item"]
-    for n in np.flatnonzero(was_live).tolist():
-        if item[n] == "mbox":
-            found.setdefault(stored.ids[n].rsplit("#", 1)[0], []).append(n)
+    column = stored.columns["item"]
+    mbox = column == b"mbox" if isinstance(column, np.ndarray) else np.array([v == "mbox" for v in column], bool)
+    rows = np.flatnonzero(was_live & mbox)
+    for n, doc_id in stored.ids_of(rows.tolist()).items():
+        found.setdefault(doc_id.rsplit("#", 1)[0], []).append(n)
     return found
 
 
