@@ -57,7 +57,9 @@ def local_cluster():
     the clusters of --scheduler local:N, so that those never inherit it here."""
     import dask
 
-    with dask.config.set({"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None}):
+    from nearDup.engine.dask import LOCAL_CLUSTER_CONFIG
+
+    with dask.config.set(LOCAL_CLUSTER_CONFIG):
         cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                                            dashboard_address=":0")
     yield cluster
@@ -229,6 +231,26 @@ def test_scheduler_local_n_starts_and_stops_its_own_cluster(tmp_path):
     assert result.stdout_bytes == truth
     assert "dask: 2 workers (2 threads) at tcp://" in result.stderr
     assert "MALLOC_TRIM_THRESHOLD_" not in result.stderr  # unset for the workers nearDup starts: 1.4-2.4x faster
+
+
+def _monitors() -> dict:
+    import dask
+
+    return {key: dask.config.get(key) for key in ("distributed.worker.profile.enabled",
+                                                  "distributed.admin.tick.interval",
+                                                  "distributed.worker.memory.monitor-interval")}
+
+
+def test_the_workers_local_n_starts_poll_rarely(tmp_path):
+    """Dask's profiler (every 10 ms) and monitors cost 0.1 core while a run waits; the cluster of local:N runs
+    without the profiler and polls once a second, in its spawned workers too."""
+    engine = DaskEngine.connect("local:1", None, workdir=tmp_path)
+    try:
+        seen = list(engine.client.run(_monitors).values())
+    finally:
+        engine.close()
+    assert seen == [{"distributed.worker.profile.enabled": False, "distributed.admin.tick.interval": "1s",
+                     "distributed.worker.memory.monitor-interval": "1s"}]
 
 
 def test_stages_chained_on_a_cluster_resume_from_the_embedded_run(corpus, tmp_path, local_cluster):

@@ -21,6 +21,25 @@ from ..config import FORMAT, default_jobs
 from ..errors import EngineError, ParameterError
 from .progress import _progress_bar
 
+# The cluster that local:N starts (its scheduler and nannies in this process, its workers spawned with this config).
+# Its monitors poll while a run waits on its tasks, whatever they do: idle for 10 s, Dask's defaults cost 1.0-1.2 CPU
+# s over the three processes, these 0.1 s (measured with 2 workers; bench/RESULTS.md, "Dask engine").
+LOCAL_CLUSTER_CONFIG = {
+    # Dask's nannies give workers MALLOC_TRIM_THRESHOLD_=65536: glibc then maps and unmaps every large numpy
+    # array, which slows the shingle and signature kernels (README). Not for our workers.
+    "distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None,
+    # The statistical profiler samples every worker thread's stack each 10 ms, for a dashboard nobody opens here.
+    "distributed.worker.profile.enabled": False,
+    # The event loops' health check (it only logs a blocked loop) every 20 ms in each of the three servers.
+    "distributed.admin.tick.interval": "1s",
+    # The dashboard's CPU and memory series (psutil) every 0.5 s; the memory limits' monitor every 0.1 s (a worker
+    # over its limit is still paused, and restarted by its nanny, within a second).
+    "distributed.admin.system-monitor.interval": "5s",
+    "distributed.worker.memory.monitor-interval": "1s",
+    # Tasks wait on the scheduler until a thread is free (queuing), so two one-thread workers have nothing to steal.
+    "distributed.scheduler.work-stealing": False,
+}
+
 
 class DaskEngine:
     """Runs tasks on a Dask cluster, through a distributed.Client.
@@ -56,9 +75,7 @@ class DaskEngine:
         started = None
         if scheduler is not None and (scheduler == "local" or scheduler.startswith("local:")):
             workers = _local_workers(scheduler)
-            # Dask's nannies give workers MALLOC_TRIM_THRESHOLD_=65536: glibc then maps and unmaps every large
-            # numpy array, which slows the shingle and signature kernels (README). Not for our workers.
-            with dask.config.set({"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None}):
+            with dask.config.set(LOCAL_CLUSTER_CONFIG):
                 started = distributed.LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
                                                    dashboard_address=":0", silence_logs=logging.CRITICAL)
             address = started.scheduler_address
