@@ -228,7 +228,8 @@ def test_cache_list_shows_size_last_use_and_inputs_under_xdg_cache_home(tmp_path
     assert [row[2] for row in rows] == [str(work["b"]), str(work["a"])]  # most recently used first
     assert [row[3] for row in rows] == [str(inputs["b"]), str(inputs["a"])]
     assert rows[0][0] == f"{du(work['b']) / 1e6:.1f} MB"
-    assert time.strftime("%Y-%m-%d %H:%M", time.localtime(time.time() - 3600)) == rows[1][1]
+    used = os.stat(work["a"] / "cache.json").st_mtime  # the last use age() set, not a clock read later
+    assert time.strftime("%Y-%m-%d %H:%M", time.localtime(used)) == rows[1][1]
     assert r.stderr.startswith("2 work dirs, ")
 
 
