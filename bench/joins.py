@@ -235,8 +235,9 @@ def report(measured: dict) -> list[str]:
              "machine used meanwhile (its load).", ""]
     for name, record in measured.items():
         args, res = record["args"], record["result"]
+        beyond = "" if args["sss_max_docs"] == 60_000 else f" --sss-max-docs {args['sss_max_docs']}"
         lines += [f"`{name}`, {res['docs']:,} documents: `python bench/joins.py --corpora {name} --reps "
-                  f"{args['reps']} --sss-reps {args['sss_reps']}` on {record['date']}, {record['python']}, "
+                  f"{args['reps']} --sss-reps {args['sss_reps']}{beyond}` on {record['date']}, {record['python']}, "
                   f"{record['cores']} cores shared with other work, load average {record['load'][0]} at the start "
                   f"and {record['load'][1]} at the end, {record['seconds']} s in all.", "",
                   "| t | tool | reps | wall s | CPU s | join CPU s | CPU / lsh | peak RSS MB | pairs | recall | "
