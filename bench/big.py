@@ -27,9 +27,7 @@ import json
 import os
 import platform
 import random
-import resource
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -130,13 +128,8 @@ def measure(cmd: list[str], stdout) -> dict:
     with its time, the tree's peak RSS since the line before and the main process's RSS then (stages)."""
     import psutil  # the bench extra, as peers.py
 
-    common.settle()
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    busy0 = peers.machine_busy_s()
-    t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=stdout, stderr=subprocess.PIPE)
-    sampler = peers.TreeRss(proc.pid)
-    sampler.start()
+    child = peers.Child(cmd, stdout)
+    proc, sampler, t0 = child.proc, child.sampler, child.t0
     main = psutil.Process(proc.pid)
     stages = []
     assert proc.stderr is not None
@@ -148,17 +141,12 @@ def measure(cmd: list[str], stdout) -> dict:
         stages.append({"t": round(time.perf_counter() - t0, 2), "line": raw.decode("utf-8", "replace").rstrip(),
                        "tree_peak_mb": round(sampler.mark() / MB), "main_rss_mb": round(rss / MB)})
     proc.wait()
-    wall = time.perf_counter() - t0
-    sampler.stop.set()
-    sampler.join()
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    m = child.ended()
     if proc.returncode not in (0, 1):
         sys.exit(f"{' '.join(cmd)} failed: {stages[-5:]}")
-    return {"wall_s": round(wall, 2), "cpu_s": round(cpu, 2), "tree_rss_mb": round(sampler.peak / MB),
-            "maxrss_mb": round(after.ru_maxrss / 1024), "others_cpu_s": round(max(0.0, peers.machine_busy_s()
-                                                                                  - busy0 - cpu), 1),
-            "stages": stages}
+    return {"wall_s": round(m["wall"], 2), "cpu_s": round(m["utime"] + m["stime"], 2),
+            "tree_rss_mb": round(m["tree_peak"] / MB), "maxrss_mb": round(m["maxrss_kb"] / 1024),
+            "others_cpu_s": round(m["others_cpu_s"], 1), "stages": stages}
 
 
 def recall(corpus: str, pairs_tsv: str) -> tuple[int, int]:

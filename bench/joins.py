@@ -27,7 +27,6 @@ import json
 import os
 import platform
 import re
-import resource
 import shutil
 import statistics
 import subprocess
@@ -38,7 +37,6 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.path.join(HERE, "out")
 sys.path.insert(0, HERE)
-import common  # noqa: E402
 import run as bench_run  # noqa: E402
 
 BEGIN, END = bench_run.JOINS_SECTION
@@ -88,13 +86,8 @@ def measure(cmd: list[str], stdout, timeout: float) -> dict:
     """One child process: wall, CPU of its tree, sampled peak RSS of its tree; timed_out when it was killed."""
     import peers  # psutil: the bench extra
 
-    common.settle()
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    busy0 = peers.machine_busy_s()
-    t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=stdout, stderr=subprocess.PIPE)
-    sampler = peers.TreeRss(proc.pid)
-    sampler.start()
+    child = peers.Child(cmd, stdout)
+    proc = child.proc
     try:
         _, err = proc.communicate(timeout=timeout)
         timed_out = False
@@ -102,16 +95,12 @@ def measure(cmd: list[str], stdout, timeout: float) -> dict:
         proc.kill()
         _, err = proc.communicate()
         timed_out = True
-    wall = time.perf_counter() - t0
-    sampler.stop.set()
-    sampler.join()
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    m = child.ended()
     if proc.returncode not in (0, 1) and not timed_out:
         sys.exit(f"{' '.join(cmd)} failed: {err.decode(errors='replace')[-2000:]}")
     chose = re.search(r"--method auto chose (\w+)", err.decode(errors="replace"))
-    return {"wall_s": wall, "cpu_s": cpu, "rss_mb": sampler.peak / MB, "timed_out": timed_out,
-            "others_cpu_s": max(0.0, peers.machine_busy_s() - busy0 - cpu), "chose": chose and chose.group(1)}
+    return {"wall_s": m["wall"], "cpu_s": m["utime"] + m["stime"], "rss_mb": m["tree_peak"] / MB,
+            "timed_out": timed_out, "others_cpu_s": m["others_cpu_s"], "chose": chose and chose.group(1)}
 
 
 def corpus_docs(name: str) -> str:

@@ -107,25 +107,40 @@ def warm_cache(root: str) -> None:
                 pass
 
 
+class Child:
+    """A child process measured from its start (after common.settle()): ended(), once it is reaped, gives its wall
+    time, the CPU of its process tree (rusage of the reaped children), the tree's peak RSS sampled every 0.1 s
+    (TreeRss) and the CPU the rest of the machine used meanwhile. measure() here, bench/joins.py and bench/big.py
+    time their runs with it."""
+
+    def __init__(self, cmd: list[str], stdout, env: dict | None = None):
+        common.settle()
+        self.before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        self.busy0 = machine_busy_s()
+        self.t0 = time.perf_counter()
+        self.proc = subprocess.Popen(cmd, stdout=stdout, stderr=subprocess.PIPE, env=env)
+        self.sampler = TreeRss(self.proc.pid)
+        self.sampler.start()
+
+    def ended(self) -> dict:
+        """wall, utime, stime (s), maxrss_kb (the largest reaped child), tree_peak (bytes), others_cpu_s."""
+        wall = time.perf_counter() - self.t0
+        self.sampler.stop.set()
+        self.sampler.join()
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        utime, stime = after.ru_utime - self.before.ru_utime, after.ru_stime - self.before.ru_stime
+        return {"wall": wall, "utime": utime, "stime": stime, "maxrss_kb": after.ru_maxrss,
+                "tree_peak": self.sampler.peak,
+                "others_cpu_s": max(0.0, machine_busy_s() - self.busy0 - utime - stime)}
+
+
 def measure(cmd: list[str], stdout, env: dict | None = None) -> tuple[dict, str, int, int]:
     """Run cmd as a child process; (rusage-derived numbers without bytes, stderr, exit code, tree RSS peak)."""
-    common.settle()
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    busy0 = machine_busy_s()
-    t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=stdout, stderr=subprocess.PIPE, env=env)
-    sampler = TreeRss(proc.pid)
-    sampler.start()
-    _, err = proc.communicate()
-    wall = time.perf_counter() - t0
-    sampler.stop.set()
-    sampler.join()
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    busy = machine_busy_s() - busy0
-    utime, stime = after.ru_utime - before.ru_utime, after.ru_stime - before.ru_stime
-    return ({"utime": utime, "stime": stime, "maxrss_kb": after.ru_maxrss, "wall": wall,
-             "others_cpu_s": max(0.0, busy - utime - stime)},
-            err.decode("utf-8", "replace"), proc.returncode, sampler.peak)
+    child = Child(cmd, stdout, env)
+    _, err = child.proc.communicate()
+    m = child.ended()
+    return ({k: m[k] for k in ("utime", "stime", "maxrss_kb", "wall", "others_cpu_s")},
+            err.decode("utf-8", "replace"), child.proc.returncode, m["tree_peak"])
 
 
 def _numbers(m: dict, nbytes: int, tree_peak: int) -> dict:
