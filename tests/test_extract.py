@@ -215,6 +215,48 @@ def test_detect_by_content_not_extension(tmp_path):
     assert ex.detect(b"<abbr>x</abbr>", "notes.txt") == "text"  # <a prefix alone is not a tag
 
 
+def test_detection_on_bytes_agrees_with_detection_on_the_decoded_text(monkeypatch):
+    # detect() tries HTML's tags on the head's bytes (_markup) before decoding it, and the plain-file reader
+    # names compressed files by their magic numbers before calling detect(): both are shortcuts that must give
+    # what the full tests give. Truth: detect() with the byte test switched off.
+    from nearDup.text.read import document_format
+
+    rng = random.Random(5)
+    openings = [b"<!DOCTYPE html>", b"<!doctype HTML >", b"<html lang=en>", b"<HTML>", b"<head>", b"<body/>",
+                b"<p>x", b"<b>bold", b"<br />", b"<a href=x>", b"<abbr>", b"<!-- c -->", b"<!--x", b"<div\tid=a>",
+                b"<?xml version='1.0'?><html>", b"<?xml version='1.0'?><svg xmlns='x'/>", b"<htmlx>", b"<html",
+                b"<p\xc3\xa9>", b"<", b"From: a@b\nTo: c@d\n\nhi", b"plain <html> text", b"\xc3\xa9<html>"]
+    prefixes = [b"", b"\xef\xbb\xbf", b"  \n\t", b"\xef\xbb\xbf\r\n ", b"\xef\xbb\xbf\xef\xbb\xbf", b" \xef\xbb\xbf",
+                b"\xff\xfe", b"x" * 1100]
+    tails = [b"", b" body \xe2\x80\x99 words", b"\0 binary", b" " + "é".encode() * 2100, b" " + b"a" * 5000]
+    heads = [(p + o + t)[:ex.HEAD] for p in prefixes for o in openings for t in tails]
+    heads += [bytes(rng.choice(b"<>!-/ \tabhtml\xc3\xa9x?") for _ in range(rng.randint(1, 40))) for _ in range(3000)]
+    names = ("page.html", "notes.txt", "x", "mail.eml", "a.MD")
+    fast = {(h, n): ex.detect(h, n) for h in heads for n in names}
+    assert sum(ex._markup(h, n.endswith(".txt")) for h, n in fast) > 300  # the shortcut is taken, and often
+    monkeypatch.setattr(ex, "_markup", lambda head, text_name: False)
+    for (head, name), fmt in fast.items():
+        assert ex.detect(head, name) == fmt, (head[:60], name)
+    # compressed magic numbers in document_format, against detect() (a PDF header first, "BZh" then a digit)
+    compressed = [gzip.compress(b"x"), bz2.compress(b"x"), lzma.compress(b"x"), b"\x28\xb5\x2f\xfd" + bytes(9),
+                  b"BZhx not bzip2", b"BZh", b"\x1f\x8b" + b"%PDF-1.4", b"\xfd7zXZ", b"\x1f"]
+    for head in compressed:
+        expected = ex.detect(head, "a.txt")
+        assert document_format(head, "a.txt") == (None if expected in ("text", "binary") else expected), head
+
+
+def test_a_head_cut_inside_a_character_decodes_in_one_pass():
+    text = "a é € 𝄞 z" * 3
+    raw = text.encode()
+    for cut in range(len(raw) + 1):
+        head = raw[:cut]
+        whole = ex._whole_chars(head)
+        decoded = whole.decode("utf-8")  # never raises: no character is cut
+        assert text.startswith(decoded) and len(head) - len(whole) <= 3
+        assert whole == head or head.decode("utf-8", "replace").endswith("\ufffd")  # only a cut character goes
+    assert ex._whole_chars(b"\xff\xfe" + "é".encode("utf-16-le")) == b"\xff\xfe" + "é".encode("utf-16-le")
+
+
 # ------------------------------------------------------------------------------- fidelity, hand-made files
 
 def _cases(tmp: Path) -> dict[str, tuple[Path, str]]:
@@ -595,6 +637,73 @@ def test_zip_and_compression_bombs_refused_in_bounded_memory(tmp_path):
         (tmp_path / f"b.txt.{ext}").write_bytes(pack(bytes(20 * mib)))
         _error(tmp_path / f"b.txt.{ext}", ex.Refused, "expands past 16 MiB: refused",
                ex.ExtractOptions(max_bytes=16 * mib))
+
+
+@needs_zstd
+def test_zst_in_memory_in_one_call_when_its_frame_says_its_size(tmp_path, monkeypatch):
+    # The stage hands the extractor a file's bytes: a .zst whose one frame declares a size within the limits is
+    # decompressed in one call (it was streamed through _Zstd, 17 us a 2 KB file); anything else still streams.
+    import zstandard
+
+    raw = " ".join(paragraphs(21, 6)).encode()
+    frames = {"sized": zstandard.ZstdCompressor().compress(raw),
+              "unsized": zstandard.ZstdCompressor(write_content_size=False).compress(raw),
+              "two frames": b"".join(zstandard.ZstdCompressor().compress(part) for part in (raw[:500], raw[500:]))}
+    assert zstandard.frame_content_size(frames["sized"]) == len(raw)
+    assert zstandard.frame_content_size(frames["unsized"]) == -1
+    streamed = []
+
+    class Spy(ex._Zstd):
+        def __init__(self, *args):
+            streamed.append(1)
+            super().__init__(*args)
+
+    monkeypatch.setattr(ex, "_Zstd", Spy)
+    for case, data in frames.items():
+        streamed.clear()
+        text = "\n".join(t for _, t in ex.extract(str(tmp_path / "gone.txt.zst"), "zst", data=data))
+        assert text == raw.decode(), case
+        assert streamed == ([] if case == "sized" else [1]), case
+        (tmp_path / "doc.txt.zst").write_bytes(data)
+        assert text_of(tmp_path / "doc.txt.zst") == text, case  # from the file on disk (streamed): the same text
+
+    # A frame that declares fewer bytes than it holds is refused by libzstd in the one call and by the stream:
+    # corrupt, never more than declared. (Frame header: magic, descriptor 0x60 = single segment with a 2-byte
+    # size field holding size - 256.)
+    data = bytearray(frames["sized"])
+    assert data[4] == 0x60 and int.from_bytes(data[5:7], "little") + 256 == len(raw)
+    data[5:7] = (300 - 256).to_bytes(2, "little")
+    (tmp_path / "lies.txt.zst").write_bytes(bytes(data))
+    with pytest.raises(ex.Corrupt):
+        list(ex.extract(str(tmp_path / "lies.txt.zst"), "zst", data=bytes(data)))
+
+    # Bombs in memory: past the budget or IN_MEMORY, sized or not, refused by the bounded stream
+    mib = 1 << 20
+    for case, bomb in (("sized", zstandard.ZstdCompressor().compress(bytes(20 * mib))),
+                       ("unsized", zstandard.ZstdCompressor(write_content_size=False).compress(bytes(20 * mib))),
+                       ("within IN_MEMORY, past the budget", zstandard.ZstdCompressor().compress(bytes(mib)))):
+        streamed.clear()
+        with pytest.raises(ex.Refused, match="expands past 512 KiB: refused"):
+            list(ex.extract("bomb.txt.zst", "zst", ex.ExtractOptions(max_bytes=mib // 2), data=bomb))
+        assert streamed == [1], case
+
+
+@needs_zstd
+def test_zst_bomb_in_memory_bounded_whatever_its_frame_declares(tmp_path):
+    # A 400 MiB frame of 13 KB, handed over as bytes as the stage does: its declared size is above the limit, so
+    # it is never allocated for the one-shot call; the stream refuses it at the limit.
+    import zstandard
+
+    path = tmp_path / "bomb.txt.zst"
+    with open(path, "wb") as f, zstandard.ZstdCompressor().stream_writer(f, size=400 << 20) as w:
+        for _ in range(400):
+            w.write(bytes(1 << 20))
+    assert path.stat().st_size < 1 << 20 and zstandard.frame_content_size(path.read_bytes()) == 400 << 20
+    baseline, _ = _peak_rss_mib("import nearDup.text.extract")
+    peak, printed = _peak_rss_mib(REFUSE.replace("None, ex.ExtractOptions", "'zst', ex.ExtractOptions").replace(
+        "max_bytes=16 << 20)", f"max_bytes=16 << 20), data=open({str(path)!r}, 'rb').read()").format(path="b.zst"))
+    assert printed == "Refused expands past 16 MiB: refused", printed
+    assert peak - baseline < 80, (peak, baseline)
 
 
 @needs_pdf

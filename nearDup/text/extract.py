@@ -32,7 +32,9 @@ import posixpath
 import re
 import shutil
 import struct
+import sys
 import tempfile
+import threading
 import zipfile
 import zlib
 from collections.abc import Callable, Iterator
@@ -161,14 +163,16 @@ def detect(head: bytes, name: str = "") -> str:
         return "bz2"
     if head.startswith(b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"):
         return "ole"
-    decoded = decode(head)
+    text_name = name.lower().endswith(_TEXT_NAMES)
+    if _markup(head, text_name):
+        return "html"
+    decoded = decode(_whole_chars(head))
     if decoded is None:
         return "binary"
     text = decoded[0].lstrip("\ufeff \t\r\n")
     low = text[:1024].lower()
     if low.startswith("<?xml") and ("<html" in low or "xhtml" in low):
         return "html"
-    text_name = name.lower().endswith(_TEXT_NAMES)
     for tag in _HTML_DOCUMENT if text_name else _HTML_TAGS:
         if low.startswith(tag) and low[len(tag):len(tag) + 1] in (" ", ">", "\t", "\n", "\r", "/", "-"):
             return "html"
@@ -180,6 +184,43 @@ def detect(head: bytes, name: str = "") -> str:
     if name.lower().endswith((".html", ".htm", ".xhtml")) and "<" in text:
         return "html"
     return "text"
+
+
+_HTML_TAG_BYTES = tuple(tag.encode() for tag in _HTML_TAGS)
+_HTML_DOCUMENT_BYTES = tuple(tag.encode() for tag in _HTML_DOCUMENT)
+_AFTER_TAG = frozenset(b" >\t\n\r/-")
+
+
+def _markup(head: bytes, text_name: bool) -> bool:
+    """True when head opens as HTML by detect()'s tests on the decoded text, tried on the bytes: the tags are ASCII,
+    and the first 1024 bytes are within the first 1024 characters, so a True here is detect's answer too (a False
+    is not: the text is tested then). Decoding the 4 KB head cost 3-5 us of a 6 KB page's 10 us detection, and
+    most of an HTML page's format overhead (bench/RESULTS-formats.md)."""
+    if b"\0" in head:  # binary for detect() (no UTF-16/32 byte order mark starts with "<" or a blank)
+        return False
+    start = (head[3:1027] if head.startswith(b"\xef\xbb\xbf") else head[:1024]).lstrip(b" \t\r\n")
+    if start[:1] != b"<":
+        return False
+    low = start[:16].lower()  # the longest tag and the byte after it (lowering 1 KB cost 0.4 us)
+    if low.startswith(b"<?xml"):
+        low = start.lower()
+        return b"<html" in low or b"xhtml" in low
+    for tag in _HTML_DOCUMENT_BYTES if text_name else _HTML_TAG_BYTES:
+        if low.startswith(tag) and low[len(tag):len(tag) + 1] and low[len(tag)] in _AFTER_TAG:
+            return True
+    return False
+
+
+def _whole_chars(head: bytes) -> bytes:
+    """head without the UTF-8 character its end cuts (up to 3 bytes), so that a head of valid UTF-8 decodes in one
+    pass instead of failing at its last byte and being decoded again with replacement."""
+    for back in range(1, min(4, len(head)) + 1):
+        byte = head[-back]
+        if byte < 0x80:
+            return head
+        if byte >= 0xC0:  # the lead byte of the last character: 2, 3 or 4 bytes long
+            return head[:-back] if back < (2 if byte < 0xE0 else 3 if byte < 0xF0 else 4) else head
+    return head
 
 
 def _mail_headers(lines: list[str]) -> bool:
@@ -338,7 +379,7 @@ def _compressed(f, name: str, fmt: str, options, budget: _Budget, warn, depth: i
         raise Refused("compressed more than 3 times: refused")
     inner_name = _COMPRESSED_SUFFIX.sub("", name)
     left = budget.left
-    whole = _decompressed(f.getvalue(), fmt, budget) if isinstance(f, io.BytesIO) and fmt in _DECOMPRESSORS else None
+    whole = _decompressed(f.getvalue(), fmt, budget) if isinstance(f, io.BytesIO) else None
     if whole is not None:
         # the plain-file reader's own test (its cheap checks first): a .txt.gz reads exactly as its .txt
         inner = document_format(whole, inner_name) or "text"
@@ -347,7 +388,7 @@ def _compressed(f, name: str, fmt: str, options, budget: _Budget, warn, depth: i
             yield "", _plain(whole, options)
             return
         inner_file: Any = io.BytesIO(whole)
-    else:  # on disk, zst, or past IN_MEMORY: streamed
+    else:  # on disk, past IN_MEMORY, or a .zst file that does not say its size: streamed
         budget.left = left
         f.seek(0)
         inner_file = _streamed(f, fmt, budget)
@@ -369,7 +410,9 @@ def _decompressed(data: bytes, fmt: str, budget: _Budget) -> bytes | None:
     """The whole of data, a compressed file in memory, decompressed, or None when it expands past IN_MEMORY (at
     most IN_MEMORY + 1 bytes are made). Streams follow each other as gzip.GzipFile, bz2.BZ2File and
     lzma.LZMAFile read them: gzip's zero padding between members is skipped, and junk after a complete bzip2 or
-    xz stream is ignored; a file that ends inside a stream raises EOFError, as they do."""
+    xz stream is ignored; a file that ends inside a stream raises EOFError, as they do. zstd: _zstd_whole."""
+    if fmt == "zst":
+        return _zstd_whole(data, budget)
     chunks: list[bytes] = []
     size = 0
     first = True
@@ -391,6 +434,35 @@ def _decompressed(data: bytes, fmt: str, budget: _Budget) -> bytes | None:
         data = obj.unused_data.lstrip(b"\0") if fmt == "gz" else obj.unused_data
         first = False
     return b"".join(chunks)
+
+
+_ZSTD = threading.local()  # .found: (the zstandard module, a ZstdDecompressor of this thread's)
+
+
+def _zstd_whole(data: bytes, budget: _Budget) -> bytes | None:
+    """The content of a .zst file in memory, in one call, when it is one frame that declares its size (zstd writes
+    it by default), of at most IN_MEMORY bytes and within the budget; else None and the caller streams it (_Zstd):
+    a frame without the size (zstd --no-content-size, or written by a stream), an empty one, several frames, and
+    a corrupt or truncated one, which the stream then reports as it always did.
+
+    zstandard's one-shot call allocates the size a frame declares, and needs an output bound only when there is
+    none, so the declared size is checked against the limits first; libzstd itself refuses a frame whose content
+    does not match its declared size, so a frame that lies about it cannot expand further. One decompressor per
+    thread (not thread-safe; making one cost 10-25 us, more than a 2 KB file's decompression), used only in this
+    call, which never nests."""
+    zstd = sys.modules.get("zstandard") or _need("zstandard", "zst")
+    found = getattr(_ZSTD, "found", None)
+    if found is None or found[0] is not zstd:
+        found = _ZSTD.found = (zstd, zstd.ZstdDecompressor())
+    try:
+        size = zstd.frame_content_size(data)
+        if not 0 < size <= min(IN_MEMORY, budget.left):
+            return None
+        whole = found[1].decompress(data, max_output_size=size, allow_extra_data=False)
+    except zstd.ZstdError:
+        return None
+    budget.take(len(whole))
+    return whole
 
 
 def _streamed(f, fmt: str, budget: _Budget):
