@@ -29,6 +29,7 @@ import statistics
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from importlib import metadata
 from pathlib import Path
 
@@ -79,15 +80,9 @@ def make_fixtures(out: Path, n: int) -> dict[str, str]:
         path = src / f"{stem}.txt"
         if not path.exists():
             path.write_text(text, encoding="utf-8")
-    sources = sorted(str(src / f"{stem}.txt") for stem in texts)
-    for fmt in ("pdf", "docx", "odt"):
-        folder = out / fmt
-        if not folder.exists() or len(list(folder.iterdir())) < len(texts):
-            folder.mkdir(exist_ok=True)
-            subprocess.run(["soffice", "--headless", "--convert-to", fmt, "--outdir", str(folder), *sources],
-                           check=True, capture_output=True)
     for fmt in ("epub", "html", "frag"):
         (out / fmt).mkdir(exist_ok=True)
+    pandoc = []
     for stem, text in texts.items():
         title = text.split("\n", 1)[0]
         md = str(src / f"{stem}.txt")
@@ -96,7 +91,22 @@ def make_fixtures(out: Path, n: int) -> dict[str, str]:
                           ("frag", ["-t", "html"])):
             target = out / fmt / f"{stem}.{'html' if fmt == 'frag' else fmt}"
             if not target.exists():
-                subprocess.run(["pandoc", "-f", "markdown", *args, "-o", str(target), md], check=True)
+                pandoc.append(["pandoc", "-f", "markdown", *args, "-o", str(target), md])
+    with ThreadPoolExecutor(3) as pool:  # pandoc (mostly its start-up's waiting) beside LibreOffice
+        done = pool.map(lambda cmd: subprocess.run(cmd, check=True), pandoc)
+        for fmt in ("pdf", "docx", "odt"):
+            folder = out / fmt
+            folder.mkdir(exist_ok=True)
+            # only the missing files, in batches: a 2,200-file set takes LibreOffice about an hour, so an interrupted
+            # build resumes where it stopped
+            missing = [str(src / f"{stem}.txt") for stem in sorted(texts) if not (folder / f"{stem}.{fmt}").exists()]
+            for i in range(0, len(missing), 100):
+                subprocess.run(["soffice", "--headless", "--convert-to", fmt, "--outdir", str(folder),
+                                *missing[i:i + 100]], check=True, capture_output=True)
+        for _ in done:
+            pass
+    for stem, text in texts.items():
+        title = text.split("\n", 1)[0]
         for name, template in TEMPLATES.items():
             folder = out / f"site_{name}"
             folder.mkdir(exist_ok=True)

@@ -4,6 +4,7 @@ bare extraction library, and --jobs 2 scaling (issue 20).
     python bench/formats.py [--docs 60] [--rounds 5] [--out bench/out/formats] [--only pdf,gz]
                             [--against CHECKOUT]
     python bench/formats.py --scaling [--docs 2200] [--rounds 3] [--out bench/out/formats-2200]
+                            [--results bench/RESULTS-formats.md]
 
 Fixtures: bench/extractors.py's (the first --docs BBC articles saved by LibreOffice as PDF, DOCX, ODT, by pandoc as
 EPUB and HTML, and as .eml and .txt.gz; made once, reused). Per format, in alternating passes (bare, nearDup,
@@ -35,12 +36,15 @@ catalog, manifest); "ovh us", the same as microseconds a file; the load average 
 each format's passes. With --scaling: files/s of the median wall time with --jobs 1 and --jobs 2, and x, their
 ratio (the --jobs 2 scaling, which needs a free second core); "j2 CPU", the CPU time of a --jobs 2 pass (its
 workers included) over a --jobs 1 pass's: the work that parallel runs add, which bounds the speed-up on two free
-cores by about 2 / j2 CPU whatever the load.
+cores by about 2 / j2 CPU whatever the load; "others" the CPU the rest of the machine used meanwhile (cores, from
+/proc/stat), next to the load average. --scaling writes its table into --results between the markers it owns.
 """
 from __future__ import annotations
 
 import argparse
 import bz2
+import datetime
+import functools
 import gzip
 import lzma
 import os
@@ -50,6 +54,7 @@ import shutil
 import statistics
 import sys
 import tempfile
+import textwrap
 import time
 from pathlib import Path
 
@@ -57,11 +62,14 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "bench"))
 sys.path.insert(0, str(REPO))
 import extractors  # noqa: E402
+import peers  # noqa: E402
 
 from nearDup.config import ShingleParams  # noqa: E402
 from nearDup.text.extract import ExtractOptions, extract  # noqa: E402
 from nearDup.text.read import Document  # noqa: E402
 from nearDup.text.shingles import shingle_documents  # noqa: E402
+
+import common  # noqa: E402
 
 
 def _ours(path: str) -> str:
@@ -106,7 +114,8 @@ def bare_pass(files: list[Path], fn) -> int:
 
 def against(checkout: Path):
     """The CLI of an earlier nearDup (a checkout's nearDup/ folder, copied as package nearDup_against: its imports
-    are relative), to time its stage in the same passes as this one's: ratios from one run, under one load."""
+    are relative), to time its stage in the same passes as this one's: ratios from one run, under one load
+    (--parts: its reading loop, nearDup_against.text.read)."""
     import importlib
 
     root = Path(tempfile.mkdtemp(prefix="nd-against-"))
@@ -130,19 +139,29 @@ def stage_pass(folder: Path, jobs: int, partition_docs: int, *extra: str, cli=No
         shutil.rmtree(work)
 
 
-def parts(out: Path, docs: int, rounds: int, only: set) -> None:
+def parts(out: Path, docs: int, rounds: int, only: set, then: str | None = None) -> None:
     """The --parts table (see the module docstring)."""
     print(f"{'format':7} {'bare us':>8} {'read':>6} {'detect':>7} {'hash':>6} {'extract':>8} {'documents':>9} "
-          f"{'ours-bare':>9}  (CPU us a file)")
+          f"{'fmt ovh':>7}" + (f" {'then':>7} {'then ovh':>8}" if then else "") + f" {'load':>9}  (CPU us a file)")
+    txt: dict[str, float] = {}
     for fmt, fn, _ in BARE:
-        if not only or fmt in only:
-            us = _parts(fmt, fn, sorted((out / fmt).iterdir())[:docs], rounds)
+        if not only or fmt in only or fmt == "txt":  # txt: the baseline of "fmt ovh"
+            load = os.getloadavg()[0]
+            us = _parts(fmt, fn, sorted((out / fmt).iterdir())[:docs], rounds, then)
+            txt = txt or us
+            # the format's own cost beyond plain text's, nearDup's (documents, or then's) over the bare library's
+            own = {step: "-" if fmt == "txt" else
+                   f"{100 * ((us[step] - txt[step]) / (us['bare'] - txt['bare']) - 1):+.0f}%"
+                   for step in ("documents", "then") if step in us}
             print(f"{fmt:7} {us['bare']:8.1f} {us['read']:6.1f} {us['detect']:7.1f} {us['hash']:6.1f} "
-                  f"{us['extract']:8.1f} {us['documents']:9.1f} {us['documents'] - us['bare']:+9.1f}", flush=True)
+                  f"{us['extract']:8.1f} {us['documents']:9.1f} {own['documents']:>7}"
+                  + (f" {us['then']:7.1f} {own['then']:>8}" if then else "")
+                  + f" {load:4.1f}-{os.getloadavg()[0]:<4.1f}", flush=True)
 
 
-def _parts(fmt: str, fn, files: list[Path], rounds: int) -> dict[str, float]:
+def _parts(fmt: str, fn, files: list[Path], rounds: int, then: str | None = None) -> dict[str, float]:
     import hashlib
+    import importlib
 
     from nearDup.config import SourceParams
     from nearDup.text import read
@@ -155,7 +174,7 @@ def _parts(fmt: str, fn, files: list[Path], rounds: int) -> dict[str, float]:
     kinds = [read.document_format(d, p) for d, p in zip(datas, paths)]
     options = ExtractOptions(html_main=fmt == "site_a", tidy=False)
 
-    def documents():
+    def documents(read=read, items=items, source=source):
         read._local.guard = read._Guard()  # as in a task: the deadline, no extraction thread
         try:
             for _ in read.read_documents(items, source, {}, tidy=False):
@@ -163,12 +182,20 @@ def _parts(fmt: str, fn, files: list[Path], rounds: int) -> dict[str, float]:
         finally:
             read._local.guard = None
 
+    if then:  # the earlier nearDup's reading loop, with its own items and options
+        old = importlib.import_module(f"{then}.text.read")
+        params = importlib.import_module(f"{then}.config").SourceParams
+        old_source = params(html="main") if fmt == "site_a" else params()
+        old_items = list(importlib.import_module(f"{then}.text.inputs").list_items(paths, old_source).items)
+
     steps = {"bare": lambda: [fn(p) for p in paths],
              "read": lambda: [read._read_file(p, len(d)) for p, d in zip(paths, datas)],
              "detect": lambda: [read.document_format(d, p) for d, p in zip(datas, paths)],
              "hash": lambda: [hashlib.blake2b(d, digest_size=16).hexdigest() for d in datas],
              "extract": lambda: [list(extract(p, k, options, None, d)) for p, k, d in zip(paths, kinds, datas) if k],
              "documents": documents}
+    if then:
+        steps["then"] = lambda: documents(old, old_items, old_source)
     times: dict[str, list[float]] = {k: [] for k in steps}
     for _ in range(rounds + 1):  # the first round warms up and is dropped
         for name, step in steps.items():
@@ -187,6 +214,8 @@ def main() -> None:
     ap.add_argument("--against", default="", help="a checkout of an earlier nearDup whose stage is timed too")
     ap.add_argument("--scaling", action="store_true", help="--jobs 2 against --jobs 1 only")
     ap.add_argument("--parts", action="store_true", help="where the per-file cost goes, in process")
+    ap.add_argument("--results", default=str(REPO / "bench" / "RESULTS-formats.md"),
+                    help="--scaling writes its table there, between its markers")
     args = ap.parse_args()
     then = against(Path(args.against)) if args.against else None
     out = Path(args.out)
@@ -198,11 +227,13 @@ def main() -> None:
           f"{platform.python_version()}, load average {os.getloadavg()[0]:.1f} at start; {args.docs} files a format, "
           f"median of {args.rounds} alternating passes")
     if args.parts:
-        parts(out, args.docs, args.rounds, only)
+        parts(out, args.docs, args.rounds, only, "nearDup_against" if then else None)
         return
+    table: list[str] = []
     if args.scaling:
-        print(f"{'format':7} {'jobs 1 f/s':>10} {'jobs 2 f/s':>10} {'x':>5} {'j1 CPU ms':>9} {'j2 CPU':>7} "
-              f"{'load':>9}")
+        table.append(f"{'format':7} {'jobs 1 f/s':>10} {'jobs 2 f/s':>10} {'x':>5} {'j1 CPU ms':>9} {'j2 CPU':>7} "
+                     f"{'load':>9} {'others':>6}")
+        print(table[-1])
     else:
         print(f"{'format':7} {'bare library':28} {'bare ms':>8} {'ours ms':>8} {'CPU ovh':>7} {'fmt ovh':>8} "
               f"{'ovh us':>7} " + (f"{'then ms':>8} {'then fmt':>8} " if then else "") + f"{'MB/s':>6} {'load':>9}")
@@ -222,6 +253,7 @@ def main() -> None:
         extra = ("--html", "main") if fmt == "site_a" else ()
         per_part = max(1, -(-len(files) // 8))  # --scaling: 8 partitions, for --jobs 1 and 2 alike
         load = os.getloadavg()[0]
+        busy, own, began = peers.machine_busy_s(), cpu(), time.perf_counter()
         if not args.scaling:
             bare_pass(files, fn)  # warm: imports, the page cache
         stage_pass(folder, 1, 4000, *extra)
@@ -245,8 +277,10 @@ def main() -> None:
         if args.scaling:
             one, two = (statistics.median(walls[k]) for k in ("jobs1", "jobs2"))
             c1, c2 = (statistics.median(cpus[k]) for k in ("jobs1", "jobs2"))
-            print(f"{fmt:7} {n / one:10.1f} {n / two:10.1f} {one / two:5.2f} {1e3 * c1 / n:9.3f} {c2 / c1:7.2f} "
-                  f"{loads:>9}", flush=True)
+            others = (peers.machine_busy_s() - busy - (cpu() - own)) / (time.perf_counter() - began)
+            table.append(f"{fmt:7} {n / one:10.1f} {n / two:10.1f} {one / two:5.2f} {1e3 * c1 / n:9.3f} "
+                         f"{c2 / c1:7.2f} {loads:>9} {others:6.2f}")
+            print(table[-1], flush=True)
             continue
         bare, ours, before = (statistics.median(cpus[k]) / n if cpus.get(k) else 0.0 for k in ("bare", "ours", "then"))
         if fmt == "txt":  # the plain-text baseline: what the stage costs beyond read + shingle, whatever the format
@@ -260,6 +294,31 @@ def main() -> None:
               + (f"{1e3 * before:8.3f} {100 * own_then:+7.0f}% " if then else "")
               + f"{mb / 1e6 / statistics.median(walls['ours']):6.2f} {loads:>9}", flush=True)
     print(f"load average {os.getloadavg()[0]:.1f} at the end")
+    if args.scaling:
+        write_scaling(args, table)
+
+
+SCALING = ("<!-- bench/formats.py --scaling: begin -->", "<!-- bench/formats.py --scaling: end -->")
+
+
+def write_scaling(args, table: list[str]) -> None:
+    """The --scaling table, with when, where and how, into args.results between the markers SCALING."""
+    cores = len(os.sched_getaffinity(0))
+    fill = functools.partial(textwrap.fill, width=116, break_on_hyphens=False)
+    section = "\n".join([
+        SCALING[0], "### `--jobs 2` scaling per format (written by the command below)", "",
+        fill(f"{datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC, {platform.node()}, {cores} usable cores, "
+             f"Python {platform.python_version()}; {args.docs} files a format, median of {args.rounds} alternating "
+             "passes of the whole shingle stage (`--jobs 1`, `--jobs 2`, ...), both over the same 8 partitions. "
+             "Command:"), "",
+        f"    python bench/formats.py --scaling --docs {args.docs} --rounds {args.rounds} --out {args.out}", "",
+        fill("x: files/s with `--jobs 2` over `--jobs 1` (wall time); j1 CPU ms: CPU a file with `--jobs 1`; j2 "
+             "CPU: a `--jobs 2` pass's CPU (its workers included) over a `--jobs 1` pass's; load: the 1-minute "
+             "load average at the start and end of the format's passes; others: the CPU the rest of the machine "
+             "used meanwhile, in cores (/proc/stat). On a machine whose other cores are busy, x says how much a "
+             "second process gets of them, not what two free cores give."), "", "```", *table, "```", SCALING[1]])
+    common.replace_section(args.results, *SCALING, section)
+    print(f"written to {args.results}")
 
 
 if __name__ == "__main__":
