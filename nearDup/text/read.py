@@ -402,7 +402,7 @@ def _extracted(item: Item, path: str, fmt: str, data: bytes | None, params: Sour
         return
     try:
         sha = _file_hash(path) if data is None else hashlib.blake2b(data, digest_size=16).hexdigest()
-        stored = _cache_key(sha, ex.version(fmt, options)) if store is not None else None
+        stored = store.key(sha, fmt, options) if store is not None and store.may_hold() else None
         found = store.get(stored) if store is not None and stored is not None else None
         if found is None:
             notes: list[str] = []
@@ -421,8 +421,8 @@ def _extracted(item: Item, path: str, fmt: str, data: bytes | None, params: Sour
                 _problem(problems, "unreadable", f"{item.id}: still extracting after {EXTRACT_SECONDS:g} s: "
                                                  f"skipped (a hung or very slow {ex.LABELS.get(fmt, fmt)} file)")
                 return
-            if store is not None and stored is not None and time.thread_time() - began >= CACHE_SECONDS:
-                store.put(stored, found)
+            if store is not None and time.thread_time() - began >= CACHE_SECONDS:
+                store.put(stored or store.key(sha, fmt, options), found)
     except OSError as e:
         _unreadable(problems, item, e)
         return
@@ -490,6 +490,23 @@ class _TextCache:
         self.pending: dict[str, bytes] = {}
         self.pending_bytes = 0
         self.since = time.monotonic()
+        self.options: ExtractOptions | None = None  # what versions were made for
+        self.versions: dict[str, str] = {}
+
+    def key(self, sha: str, fmt: str, options: ExtractOptions) -> str:
+        """_cache_key of the text of content sha extracted as fmt with options; the extractor's version is looked
+        up once per format of a task (hashing the options for version()'s cache cost 0.3 us a file)."""
+        if options is not self.options:
+            self.options, self.versions = options, {}
+        version = self.versions.get(fmt)
+        if version is None:
+            version = self.versions[fmt] = _extract().version(fmt, options)
+        return _cache_key(sha, version)
+
+    def may_hold(self) -> bool:
+        """Whether get() can find anything: texts pending, or a cache file. A first run has neither, and skips the
+        key of a lookup made in vain (0.7 us a file); a text it caches gets its key then."""
+        return bool(self.pending) or self._open(False) is not None
 
     def _open(self, create: bool) -> sqlite3.Connection | None:
         if self.db is None and (create or not self.opened):
