@@ -25,7 +25,7 @@ from ..kernels.shingle import prepare_word_tables
 from ..store.catalog import Catalog, binary_columns, binary_of, item_digest, plan, shard_columns, skip_known_binary
 from ..store.manifest import ShingleRecord, ShingleStats
 from ..store.workdir import WorkDir
-from ..text.inputs import SAME_FILE, PackedItems, list_items, partition, under
+from ..text.inputs import SAME_FILE, ListedFiles, PackedItems, list_items, partition, under
 from ..text.read import first_record_fields, format_notes, missing_extras_note, read_documents, time_limited_task
 from ..text.shingles import shingle_documents
 from ..wording import plural
@@ -104,10 +104,11 @@ def run(runner: Runner, args: list[str], source: SourceParams, params: ShinglePa
     # with nothing stored there is nothing to match: a folder's first partitions are shingled while it is listed
     listing = list_items([*args, *references], source, stdin, spool=work.spool, lazy=previous is None,
                                 skip=(str(work.root),),  # a work dir inside an input folder holds no documents
-                                progress=counter(getattr(runner.engine, "progress", False), "listing", "file"))
+                                progress=counter(getattr(runner.engine, "progress", False), "listing", "file"),
+                                columns=previous is not None)  # matched by columns against the stored catalog
     inputs = [{"path": p, "reference": i >= len(listing.args) - len(references)} for i, p in enumerate(listing.args)]
     nothing = InputError(f"{' '.join(args)}: no documents found (folder empty, or every file hidden or excluded)")
-    streamed = not isinstance(listing.items, list)
+    streamed = not isinstance(listing.items, (list, ListedFiles))
     if not streamed and not listing.items:
         raise nothing
     content = shingle_content(params, source)

@@ -78,6 +78,54 @@ class PackedItems:
         return h.hexdigest()
 
 
+class ListedFiles(Sequence[Item]):
+    """The files of one folder as columns (list_items(columns=True)): their paths, which are their ids, and an
+    int64 (n, 3) array of size, mtime_ns and inode. An Item is made only when one is asked for: an incremental run
+    matches a million listed files against its catalog by these columns (store.catalog.plan) and looks at the few
+    new or changed ones alone, so no Python object per unchanged file outlives the walk."""
+
+    def __init__(self, rows: list[tuple[str, int, int, int]]):
+        """rows: (path, size, mtime_ns, inode) of each file, in id order (as _walk gives them raw)."""
+        paths, *numbers = zip(*rows) if rows else ((), (), (), ())
+        self.paths: list[str] = list(paths)
+        self.numbers = np.array(numbers, np.int64).reshape(3, len(rows)).T
+
+    def __len__(self) -> int:
+        return len(self.paths)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        size, mtime_ns, inode = self.numbers[i].tolist()
+        return Item("file", self.paths[i], self.paths[i], size, mtime_ns, inode=inode)
+
+    def __iter__(self) -> Iterator[Item]:
+        sizes, mtimes, inodes = self.numbers.T.tolist()
+        return map(Item._make, zip(itertools.repeat("file"), self.paths, self.paths, sizes, mtimes,
+                                   itertools.repeat(0), itertools.repeat(0), itertools.repeat(1), inodes))
+
+    def id_bytes(self) -> np.ndarray:
+        """The ids as a UTF-8 bytes array (surrogates kept), as the catalog stores them."""
+        try:  # ASCII paths (nearly all) in one conversion, not an encode per path
+            return np.array(self.paths, np.str_).astype(np.bytes_)
+        except UnicodeEncodeError:
+            return np.array([p.encode("utf-8", "surrogatepass") for p in self.paths], np.bytes_)
+
+
+def item_numbers(items: Sequence[Item]) -> np.ndarray:
+    """int64 (n, 3): size, mtime_ns and inode of each item."""
+    if isinstance(items, ListedFiles):
+        return items.numbers
+    return np.array([item[3:5] + (item.inode,) for item in items], np.int64).reshape(len(items), 3)
+
+
+def item_id_bytes(items: Sequence[Item]) -> np.ndarray:
+    """The items' ids as a UTF-8 bytes array (surrogates kept)."""
+    if isinstance(items, ListedFiles):
+        return items.id_bytes()
+    return np.array([item.id.encode("utf-8", "surrogatepass") for item in items], np.bytes_)
+
+
 _KIND_LETTERS = {"file": "f", "jsonl": "j", "parquet": "p"}
 _LETTER_KINDS = {letter: kind for kind, letter in _KIND_LETTERS.items()}
 
@@ -100,13 +148,14 @@ def read_path_list(stream, null: bool) -> list[str]:
 
 def list_items(args: list[str], params: SourceParams, stdin=None, spool: Callable | None = None,
                lazy: bool = False, skip: tuple[str, ...] = (),
-               progress: Callable[[Iterator], Iterator] | None = None) -> Listing:
+               progress: Callable[[Iterator], Iterator] | None = None, columns: bool = False) -> Listing:
     """Every Item under the given arguments, sorted by id (so the result does not depend on listing order); an
     item found under two arguments is listed once. lazy: for one folder (or JSONL files whose ids ascend), items is an
     iterator that lists the folder (reads the files for their line ends) as it is consumed, already in id order,
     so that its first partitions can be read meanwhile. skip:
     folders never walked into (the work dir, whose own files are not documents). progress: wraps the walk of each
-    folder (to show the files found so far).
+    folder (to show the files found so far). columns: one folder's files are listed as ListedFiles (columns,
+    no Item per file), to be matched against a stored catalog.
 
     A file is listed by one path only, however many name it (two spellings of a folder, a folder and a link to
     it, hard links): its first path by argument order, then id order; the others are counted in skipped["same
@@ -156,6 +205,9 @@ def list_items(args: list[str], params: SourceParams, stdin=None, spool: Callabl
                 # lazy: items is an iterator that stages.shingle consumes as it lists
                 return Listing(counted(_walk(arg, params, skipped, seen, every, links, skip_dirs)),  # type: ignore[arg-type]
                                skipped, expanded, links)
+            if columns and len(expanded) == 1:
+                rows = list(counted(_walk(arg, params, skipped, seen, every, links, skip_dirs, raw=True)))
+                return Listing(ListedFiles(rows), skipped, expanded, links)  # type: ignore[arg-type]
             found.extend(counted(_walk(arg, params, skipped, seen, every, links, skip_dirs)))
         elif stat.S_ISREG(st.st_mode):
             if (st.st_dev, st.st_ino) in seen:
@@ -225,7 +277,7 @@ def _wanted(rel: str, name: str, params: SourceParams) -> bool:
 
 
 def _walk(root: str, params: SourceParams, skipped: dict, seen: dict, every: bool,
-          links: dict, skip_dirs: set | frozenset = frozenset()) -> Iterator[Item]:
+          links: dict, skip_dirs: set | frozenset = frozenset(), raw: bool = False) -> Iterator:
     """Files below root in id order, listed as they are consumed; hidden entries and symlinks skipped unless
     asked; no loop can recur, and no folder of skip_dirs ((device, inode) pairs) is entered.
 
@@ -235,7 +287,8 @@ def _walk(root: str, params: SourceParams, skipped: dict, seen: dict, every: boo
     relative to it (fstatat), so the kernel does not resolve the whole path again for each file. The loop body
     runs once per file of a folder of a million: it is kept to plain attribute reads. seen: (st_dev, st_ino) ->
     path of the files listed so far, looked up for every file when every (several arguments, or links followed),
-    else only for files with several hard links; links: see list_items."""
+    else only for files with several hard links; links: see list_items. raw: (path, size, mtime_ns, inode)
+    tuples instead of Items (for ListedFiles)."""
     seen_dirs = {_dir_identity(root)}
     if seen_dirs <= skip_dirs:
         return
@@ -265,7 +318,10 @@ def _walk(root: str, params: SourceParams, skipped: dict, seen: dict, every: boo
                                     links.setdefault(seen[ident], []).append(path)
                                 continue
                             seen[ident] = path
-                        yield make(("file", path, path, st.st_size, st.st_mtime_ns, 0, 0, 1, st.st_ino))
+                        if raw:
+                            yield path, st.st_size, st.st_mtime_ns, st.st_ino
+                        else:
+                            yield make(("file", path, path, st.st_size, st.st_mtime_ns, 0, 0, 1, st.st_ino))
                     else:
                         skipped["excluded"] += 1
                 elif kind == stat.S_IFDIR:
