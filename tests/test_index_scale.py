@@ -131,3 +131,72 @@ def test_an_incremental_run_killed_mid_append_resumes_to_the_same_result(tmp_pat
     resumed = _invoke(*args)
     assert resumed.exit_code == 0, resumed.stderr
     assert resumed.stdout == _invoke("-w", tmp_path / "scratch", *args[:2], *args[4:]).stdout
+
+
+def test_a_jsonl_cut_is_reused_only_while_the_shard_is_unchanged(tmp_path, monkeypatch):
+    """An unchanged shard (same size, mtime and inode) is not read again for its newlines: its last cut is
+    reused; a new mtime, a new inode (same size and mtime) or a new size is a changed shard, cut anew, as are
+    other partition limits."""
+    import json
+
+    from nearDup.text import inputs
+    shard = tmp_path / "a.jsonl"
+    lines = [json.dumps({"id": f"r{i}", "text": f"record {i} " * (i % 4 + 1)}) + "\n" for i in range(10)]
+    shard.write_text("".join(lines))
+    params = SourceParams(jsonl=True, partition_docs=3)
+    first = list_items([str(shard)], params)
+    assert set(first.cuts) == {str(shard)} and len(first.items) == 4
+    reads: list[str] = []
+    real = inputs._read_jsonl_file
+    monkeypatch.setattr(inputs, "_read_jsonl_file", lambda arg, path: reads.append(path) or real(arg, path))
+    again = list_items([str(shard)], params, cuts=first.cuts)
+    assert again.items == first.items and reads == [] and set(again.cuts) == {str(shard)}
+    st = shard.stat()
+
+    def new_mtime():
+        os.utime(shard, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
+
+    def new_inode():  # the same size and mtime, other line ends: only the inode tells
+        other = tmp_path / "other"
+        other.write_text("".join(lines[1:2] + lines[:1] + lines[2:]))
+        os.utime(other, ns=(st.st_atime_ns, st.st_mtime_ns))
+        os.replace(other, shard)
+        assert shard.stat().st_size == st.st_size and shard.stat().st_ino != st.st_ino
+
+    def new_size():
+        with open(shard, "a") as f:
+            f.write(json.dumps({"id": "r10", "text": "one more"}) + "\n")
+
+    for change in (new_mtime, new_inode, new_size):
+        change()
+        reads.clear()
+        got = list_items([str(shard)], params, cuts=first.cuts)
+        assert reads == [str(shard)]
+        monkeypatch.setattr(inputs, "_read_jsonl_file", real)
+        assert got.items == list_items([str(shard)], params).items  # as a listing with no cut to reuse
+        monkeypatch.setattr(inputs, "_read_jsonl_file", lambda arg, path: reads.append(path) or real(arg, path))
+    reads.clear()
+    fresh = list_items([str(shard)], params)
+    assert list_items([str(shard)], SourceParams(jsonl=True, partition_docs=2), cuts=fresh.cuts).items != \
+        fresh.items and len(reads) == 2
+
+
+def test_an_index_of_jsonl_shards_reads_only_the_changed_shard_for_its_newlines(tmp_path, monkeypatch):
+    import json
+
+    from nearDup.text import inputs
+    texts = generate_corpus(tmp_path / "docs", n_base=30, seed=5)
+    shards = [tmp_path / f"s{i}.jsonl" for i in range(3)]
+    for i, (path, text) in enumerate(sorted(texts.items())):
+        with open(shards[i % 3], "a") as f:
+            f.write(json.dumps({"id": os.path.basename(path), "text": text}) + "\n")
+    args = ["run", *shards, "--jsonl", "--index", tmp_path / "index", "-t", 0.5, "-j", 1]
+    assert _invoke(*args).exit_code == 0
+    with open(shards[1], "a") as f:
+        f.write(json.dumps({"id": "late", "text": sorted(texts.values())[4] + " late"}) + "\n")
+    reads: list[str] = []
+    real = inputs._read_jsonl_file
+    monkeypatch.setattr(inputs, "_read_jsonl_file", lambda arg, path: reads.append(path) or real(arg, path))
+    again = _invoke(*args)
+    assert again.exit_code == 0 and reads == [str(shards[1])]
+    assert again.stdout == _invoke("-w", tmp_path / "scratch", *args[:5], *args[7:]).stdout and "late" in again.stdout
