@@ -128,6 +128,7 @@ def main(argv=None) -> None:
     started = time.time()
     load_before = os.getloadavg()[0]
     docs, new = build(args.docs, args.new, args.base_from)
+    os.chdir(OUT)  # not a checkout: `python -m` puts the working folder first on the path, before --compare's copy
     bench_run.compile_package(os.path.dirname(nearDup.__file__))  # as installed: see compile_package
     sides = {"this": None}
     if args.compare:
