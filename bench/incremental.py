@@ -125,6 +125,7 @@ def main(argv=None) -> None:
                                                       "--docs documents built already instead of generating it")
     ap.add_argument("--out", default=os.path.join(HERE, "RESULTS.md"))
     args = ap.parse_args(argv)
+    args.base_from = args.base_from and os.path.abspath(args.base_from)  # (the benchmark changes folder)
     started = time.time()
     load_before = os.getloadavg()[0]
     docs, new = build(args.docs, args.new, args.base_from)
