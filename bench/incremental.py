@@ -71,7 +71,7 @@ def disk(folder: str) -> dict[str, int]:
     """Bytes of the files below folder by top folder (each file once, however many hard links name it)."""
     seen, out = set(), {}
     for top, _, names in os.walk(folder):
-        part = os.path.relpath(top, folder).split(os.sep)[0]
+        part = os.path.relpath(top, folder).split(os.sep)[0].replace(".", "manifest and lock")
         for name in names:
             st = os.stat(os.path.join(top, name))
             if (st.st_dev, st.st_ino) not in seen:
