@@ -1,61 +1,100 @@
-"""The incremental index (#6): what adding 1,000 documents to a 100,000-document index costs, against a run from
-scratch over the same 101,000 documents.
+"""The incremental index (#6, issue 23 item 4): what adding --new documents to a --docs-document index costs,
+against a run from scratch over the same documents and against the floor any such run must pay.
 
-    python bench/incremental.py [--docs 100000] [--new 1000] [--reps 3]
+    python bench/incremental.py [--docs 100000] [--new 1000] [--reps 3] [--compare REV] [--base-from DIR]
+    python bench/incremental.py --docs 1000000 --new 10000 --reps 3 --base-from bench/out/corpora/scale-1m
 
-The base corpus is the scale corpus (corpora.build_scale), the new documents another scale corpus (seed 2), a
-tenth of them edited copies of base documents, so the incremental run finds new duplicates. Per repetition: a
-run from scratch over base + new (into a fresh work dir), and an incremental run on a fresh copy of the base
-index with the new documents moved into the folder (cron's situation). Both print every verified pair; their
-stdout must be byte-identical, or the benchmark fails. Medians of wall and CPU seconds (user + sys of the child
-processes) are reported, and the section between the markers in bench/RESULTS.md is replaced.
+The base corpus is the scale corpus (corpora.build_scale; --base-from copies one built already, such as
+bench/out/corpora/scale-1m, instead of generating it), the new documents another scale corpus (seed 2), a tenth of
+them edited copies of base documents, so the incremental run finds new duplicates. Per repetition: a run from
+scratch over base + new (into a fresh work dir), an incremental run on a fresh copy of the base index with the new
+documents moved into the folder (cron's situation) for this checkout and (--compare REV) for that commit's nearDup,
+one after the other, and the floors: find(1) stat-ing every file and the interpreter importing nearDup's CLI. The
+runs' stdout must be byte-identical, or the benchmark fails. Medians of wall and CPU seconds (user + sys of the
+process tree), the tree's peak RSS, the index's disk per document, and the CPU the rest of the machine used
+meanwhile are reported; the section between the markers in bench/RESULTS.md (the 1M one from 1,000,000
+documents) is replaced.
 """
 from __future__ import annotations
 
 import argparse
 import datetime
+import json
 import os
 import platform
 import random
 import shutil
 import statistics
+import subprocess
 import sys
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.path.join(HERE, "out", "incremental")
 sys.path.insert(0, HERE)
 import corpora  # noqa: E402
+import peers  # noqa: E402
 
 import nearDup  # noqa: E402
 
 import common  # noqa: E402
 import run as bench_run  # noqa: E402
 
-BEGIN, END = "<!-- incremental: bench/incremental.py -->", "<!-- /incremental -->"
+SECTIONS = {False: ("<!-- incremental: bench/incremental.py -->", "<!-- /incremental -->"),
+            True: ("<!-- index at 1M: bench/incremental.py -->", "<!-- /index at 1M -->")}
+MB = 1 << 20
 
 
-def timed(args: list[str]) -> tuple[float, float, bytes]:
-    """(wall s, CPU s, stdout) of one whole neardup process."""
-    return common.timed([sys.executable, "-m", "nearDup", *args])
+def measured(cmd: list[str], env: dict | None = None) -> tuple[dict, bytes]:
+    """({wall, cpu, peak (tree RSS bytes), others (CPU s of the rest of the machine)}, stdout) of one process."""
+    child = peers.Child(cmd, subprocess.PIPE, env)
+    out, err = child.proc.communicate()
+    m = child.ended()
+    if child.proc.returncode not in (0, 1):
+        sys.exit(f"{' '.join(cmd)} failed: {err.decode(errors='replace')[-2000:]}")
+    return {"wall": m["wall"], "cpu": m["utime"] + m["stime"], "peak": m["tree_peak"],
+            "others": m["others_cpu_s"]}, out
 
 
-def floors(docs: str, reps: int) -> dict:
-    """Median (wall s, CPU s) of what any run that checks every file must pay, measured the same way: find(1)
-    stat-ing every file (size, mtime, inode) in C, and the interpreter with nearDup's CLI imported."""
-    commands = {"find": ["find", docs, "-type", "f", "-printf", "%s %T@ %i\n"],
-                "start-up": [sys.executable, "-c", "import nearDup.cli"]}
-    out = {}
-    for name, cmd in commands.items():
-        runs = [common.timed(cmd)[:2] for _ in range(reps)]
-        out[name] = [statistics.median(r[i] for r in runs) for i in (0, 1)]
+def neardup(args: list[str], env: dict | None = None) -> tuple[dict, bytes]:
+    return measured([sys.executable, "-m", "nearDup", *args], env)
+
+
+def floors(docs: str) -> dict:
+    """What any run that checks every file must pay, measured the same way: find(1) stat-ing every file (size,
+    mtime, inode) in C, and the interpreter with nearDup's CLI imported."""
+    return {"find": measured(["find", docs, "-type", "f", "-printf", "%s %T@ %i\n"])[0],
+            "start-up": measured([sys.executable, "-c", "import nearDup.cli"])[0]}
+
+
+def disk(folder: str) -> dict[str, int]:
+    """Bytes of the files below folder by top folder (each file once, however many hard links name it)."""
+    seen, out = set(), {}
+    for top, _, names in os.walk(folder):
+        part = os.path.relpath(top, folder).split(os.sep)[0].replace(".", "manifest and lock")
+        for name in names:
+            st = os.stat(os.path.join(top, name))
+            if (st.st_dev, st.st_ino) not in seen:
+                seen.add((st.st_dev, st.st_ino))
+                out[part] = out.get(part, 0) + st.st_size
     return out
 
 
-def build(n_docs: int, n_new: int) -> tuple[str, str]:
-    """The base corpus folder and the folder of new documents (built once, kept in bench/out/incremental)."""
+def build(n_docs: int, n_new: int, base_from: str | None = None) -> tuple[str, str]:
+    """The base corpus folder and the folder of new documents (built once, kept in bench/out/incremental; the base
+    copied from base_from, a scale corpus of n_docs documents and seed 1, if given: the same files)."""
     base = os.path.join(OUT, f"base-{n_docs}")
     if not os.path.exists(os.path.join(base, "docs")):
-        corpora.build_scale(base, n_docs, seed=1)
+        if base_from:
+            with open(os.path.join(base_from, "meta.json")) as f:
+                meta = json.load(f)
+            if (meta.get("kind"), meta.get("docs"), meta.get("seed")) != ("scale", n_docs, 1):
+                sys.exit(f"{base_from}: not a scale corpus of {n_docs} documents, seed 1")
+            shutil.rmtree(base + ".tmp", ignore_errors=True)
+            subprocess.run(["cp", "-r", base_from, base + ".tmp"], check=True)  # the benchmark moves files in it
+            os.rename(base + ".tmp", base)
+        else:
+            corpora.build_scale(base, n_docs, seed=1)
     new = os.path.join(OUT, f"new-{n_new}")
     if not os.path.exists(new):
         tmp = new + ".tmp"
@@ -81,76 +120,114 @@ def main(argv=None) -> None:
     ap.add_argument("--docs", type=int, default=100_000)
     ap.add_argument("--new", type=int, default=1_000)
     ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--compare", metavar="REV", help="also time the incremental run of this commit's nearDup")
+    ap.add_argument("--base-from", metavar="DIR", help="copy the base corpus (DIR/docs) from a scale corpus of "
+                                                      "--docs documents built already instead of generating it")
     ap.add_argument("--out", default=os.path.join(HERE, "RESULTS.md"))
     args = ap.parse_args(argv)
-    docs, new = build(args.docs, args.new)
+    args.base_from = args.base_from and os.path.abspath(args.base_from)  # (the benchmark changes folder)
+    started = time.time()
+    load_before = os.getloadavg()[0]
+    docs, new = build(args.docs, args.new, args.base_from)
+    os.chdir(OUT)  # not a checkout: `python -m` puts the working folder first on the path, before --compare's copy
     bench_run.compile_package(os.path.dirname(nearDup.__file__))  # as installed: see compile_package
+    sides = {"this": None}
+    if args.compare:
+        source, sha = bench_run.neardup_snapshot(args.compare)
+        sides[sha[:12]] = peers.neardup_env(source)
     moved = os.path.join(docs, "zz-new")
     if os.path.exists(moved):  # left by an interrupted benchmark
         os.rename(moved, new)
-    index = os.path.join(OUT, "index")
-    shutil.rmtree(index, ignore_errors=True)
-    base_wall, base_cpu, _ = timed(["run", docs, "--index", index, "-q"])
-    print(f"base index of {args.docs} documents: {base_wall:.1f} s wall, {base_cpu:.1f} s CPU", file=sys.stderr)
-    full, incremental = [], []
+    base = {}
+    for side, env in sides.items():  # each side's own index of the base documents
+        index = os.path.join(OUT, f"index-{side}")
+        shutil.rmtree(index, ignore_errors=True)
+        base[side] = neardup(["run", docs, "--index", index, "-q"], env)[0]
+        print(f"{side}: base index of {args.docs} documents: {base[side]['wall']:.1f} s wall, "
+              f"{base[side]['cpu']:.1f} s CPU", file=sys.stderr)
+    runs: dict[str, list[dict]] = {name: [] for name in ("full", *sides, "find", "start-up")}
+    sizes: dict[str, int] = {}
     for rep in range(args.reps):
         os.rename(new, moved)
         try:
             scratch = os.path.join(OUT, "scratch")
             shutil.rmtree(scratch, ignore_errors=True)
-            wall, cpu, expected = timed(["-w", scratch, "run", docs])
-            full.append((wall, cpu))
-            copy = os.path.join(OUT, "index-copy")
-            shutil.rmtree(copy, ignore_errors=True)
-            shutil.copytree(index, copy)
-            wall, cpu, got = timed(["run", docs, "--index", copy])
-            incremental.append((wall, cpu))
-            if got != expected:
-                sys.exit("the incremental run's result differs from the run from scratch")
-            new_only = timed(["run", docs, "--index", copy, "--new-only"])[2]  # reported already: nothing new
-            if new_only:
-                sys.exit("a second --new-only run reported pairs again")
+            m, expected = neardup(["-w", scratch, "run", docs])
+            runs["full"].append(m)
+            shutil.rmtree(scratch, ignore_errors=True)
+            for side, env in (sides.items() if rep % 2 == 0 else reversed(sides.items())):  # A B, B A, ...
+                copy = os.path.join(OUT, "index-copy")
+                shutil.rmtree(copy, ignore_errors=True)
+                shutil.copytree(os.path.join(OUT, f"index-{side}"), copy)
+                m, got = neardup(["run", docs, "--index", copy], env)
+                runs[side].append(m)
+                if got != expected:
+                    sys.exit(f"{side}: the incremental run's result differs from the run from scratch")
+                if side == "this":
+                    sizes = disk(copy)
+                    if neardup(["run", docs, "--index", copy, "--new-only"])[1]:  # reported already: nothing new
+                        sys.exit("a second --new-only run reported pairs again")
+            for name, m in floors(docs).items():
+                runs[name].append(m)
         finally:
             os.rename(moved, new)
-        print(f"rep {rep + 1}: full {full[-1][0]:.1f} s wall / {full[-1][1]:.1f} s CPU; incremental "
-              f"{incremental[-1][0]:.2f} s wall / {incremental[-1][1]:.2f} s CPU; {len(expected.splitlines())} "
-              f"pairs, identical", file=sys.stderr)
-    med = {name: [statistics.median(v[i] for v in runs) for i in (0, 1)]
-           for name, runs in (("full", full), ("incremental", incremental))}
-    os.rename(new, moved)
-    try:
-        med.update(floors(docs, max(args.reps, 3)))
-    finally:
-        os.rename(moved, new)
-    report(args, med, base_wall, base_cpu, len(expected.splitlines()))
+        print(f"rep {rep + 1}: " + "; ".join(f"{name} {v[-1]['wall']:.2f} s wall / {v[-1]['cpu']:.2f} s CPU"
+                                             for name, v in runs.items()) +
+              f"; {len(expected.splitlines())} pairs, identical", file=sys.stderr)
+    med = {name: {k: statistics.median(m[k] for m in v) for k in v[0]} for name, v in runs.items()}
+    report(args, med, base, sizes, len(expected.splitlines()), load_before, time.time() - started)
 
 
-def report(args, med: dict, base_wall: float, base_cpu: float, pairs: int) -> None:
-    load = os.getloadavg()[0]
-    lines = [BEGIN, "", "## Incremental index: adding documents to an index", "",
+def report(args, med: dict, base: dict, sizes: dict, pairs: int, load_before: float, took: float) -> None:
+    total = args.docs + args.new
+    big = args.docs >= 1_000_000
+    begin, end = SECTIONS[big]
+    floor = med["find"]["cpu"] + med["start-up"]["cpu"]
+    per_new = med["full"]["cpu"] / total * args.new  # what the new documents cost in a run from scratch
+    sides = [name for name in med if name not in ("full", "find", "start-up")]
+    title = ("## The incremental index at 1M documents (issue 23, item 4)" if big
+             else "## Incremental index: adding documents to an index")
+    command = (f"`python bench/incremental.py --docs {args.docs} --new {args.new} --reps {args.reps}"
+               + (f" --compare {args.compare}" if args.compare else "")
+               + (f" --base-from {os.path.relpath(args.base_from, os.path.dirname(HERE))}" if args.base_from else "")
+               + "`")
+    lines = [begin, "", title, "",
              f"{datetime.date.today()}, {platform.node()}, {os.cpu_count()} cores, Python "
-             f"{platform.python_version()}; `python bench/incremental.py --docs {args.docs} --new {args.new} "
-             f"--reps {args.reps}` (load average at the end {load:.2f}).", "",
-             f"An index of {args.docs:,} scale documents (built in {base_wall:.1f} s wall, {base_cpu:.1f} s CPU), "
-             f"then {args.new:,} new documents (a tenth of them edited copies of indexed ones) moved into the "
-             f"folder. The run from scratch reads all {args.docs + args.new:,}; the incremental run only the "
-             f"new ones. Both print the same {pairs} pairs, byte for byte (checked every repetition).", "",
-             "| run | median wall s | median CPU s | share of the full run (wall / CPU) |", "|---|---|---|---|",
-             f"| from scratch, {args.docs + args.new:,} documents | {med['full'][0]:.2f} | {med['full'][1]:.2f} "
-             f"| 100% |",
-             f"| incremental, +{args.new:,} documents | {med['incremental'][0]:.2f} | {med['incremental'][1]:.2f} "
-             f"| {100 * med['incremental'][0] / med['full'][0]:.1f}% / "
-             f"{100 * med['incremental'][1] / med['full'][1]:.1f}% |",
-             *(f"| floor: {label} | {med[name][0]:.2f} | {med[name][1]:.2f} | "
-               f"{100 * med[name][0] / med['full'][0]:.1f}% / {100 * med[name][1] / med['full'][1]:.1f}% |"
-               for name, label in (
-                   ("find", f"`find` stat-ing the {args.docs + args.new:,} files (C, no Python)"),
-                   ("start-up", "`python -c 'import nearDup.cli'`"))), "",
-             "The floors are what any run that notices edits must pay: a stat of every file (an edited file keeps "
-             "its name and its folder's mtime, so nothing cheaper finds it) and the interpreter with numpy. Their "
-             "sum is the least an incremental run can cost on this machine, whatever it does after.", "", END]
+             f"{platform.python_version()}; {command}; load average {load_before:.2f} at the start and "
+             f"{os.getloadavg()[0]:.2f} at the end, {took / 60:.0f} min in all.", "",
+             f"An index of {args.docs:,} scale documents (built in {base['this']['wall']:.1f} s wall, "
+             f"{base['this']['cpu']:.1f} s CPU), then {args.new:,} new documents (a tenth of them edited copies of "
+             f"indexed ones) moved into the folder. The run from scratch reads all {total:,}; the incremental run "
+             f"only the new ones. Every run printed the same {pairs} pairs, byte for byte (checked every "
+             f"repetition). Medians of {args.reps} repetitions, the runs of a repetition one after the other "
+             f"(sides alternating); `others`: the CPU seconds the rest of this shared machine used meanwhile.", "",
+             "| run | wall s | CPU s | CPU / floor | peak RSS MB (tree) | others CPU s |", "|---|---|---|---|---|---|",
+             f"| from scratch, {total:,} documents | {med['full']['wall']:.2f} | {med['full']['cpu']:.2f} | "
+             f"{med['full']['cpu'] / floor:.1f} | {med['full']['peak'] / MB:.0f} | {med['full']['others']:.1f} |",
+             *(f"| incremental, +{args.new:,} documents ({'this commit' if side == 'this' else side}) | "
+               f"{med[side]['wall']:.2f} | {med[side]['cpu']:.2f} | {med[side]['cpu'] / floor:.1f} | "
+               f"{med[side]['peak'] / MB:.0f} | {med[side]['others']:.1f} |" for side in sides),
+             *(f"| floor: {label} | {med[name]['wall']:.2f} | {med[name]['cpu']:.2f} | "
+               f"{med[name]['cpu'] / floor:.2f} | {med[name]['peak'] / MB:.0f} | {med[name]['others']:.1f} |"
+               for name, label in (("find", f"`find` stat-ing the {total:,} files (C, no Python)"),
+                                   ("start-up", "`python -c 'import nearDup.cli'`"))), "",
+             f"The floors are what any run that notices edits must pay: a stat of every file (an edited file keeps "
+             f"its name and its folder's mtime, so nothing cheaper finds it) and the interpreter with numpy; their "
+             f"sum here is {floor:.2f} CPU s. Issue 23's target for the incremental run is at most twice that plus "
+             f"time proportional to the new documents; the run from scratch spends {per_new:.2f} CPU s on "
+             f"{args.new:,} documents ({args.new:,} / {total:,} of its CPU), so the target is about "
+             f"{2 * floor + per_new:.2f} CPU s, and this commit's incremental run took "
+             f"{med['this']['cpu']:.2f} ({med['this']['cpu'] / (2 * floor + per_new):.2f}x the target).", "",
+             f"Disk of the index after the incremental run: {sum(sizes.values()) / total:,.0f} bytes per document "
+             f"({sum(sizes.values()) / MB:,.0f} MB; "
+             + ", ".join(f"{part} {n / total:,.0f}" for part, n in sorted(sizes.items(), key=lambda kv: -kv[1])
+                         if n / total >= 1) + " bytes per document); the documents average "
+             f"{peers.corpus_size(os.path.join(OUT, f'base-{args.docs}', 'docs'))[1] / args.docs:,.0f} bytes. "
+             f"Memory: the incremental run's peak RSS over its process tree, "
+             f"{med['this']['peak'] / MB:.0f} MB ({med['this']['peak'] / total:,.0f} bytes per indexed document).",
+             "", end]
     section = "\n".join(lines)
-    common.replace_section(args.out, BEGIN, END, section)
+    common.replace_section(args.out, begin, end, section)
     print(section)
 
 

@@ -288,30 +288,34 @@ def band_pairs_with_counts(keys, numbers, rank, max_bucket):
 
 @pytest.mark.parametrize("seed", range(6))
 def test_updating_a_band_index_gives_the_pairs_and_counts_of_one_built_from_nothing(seed):
-    """Delete some documents, append new ones, reorder ids (renames): the merged index and the pairs of its
-    touched buckets, added to the old pairs, equal what a fresh index gives, large buckets and anchors included."""
+    """An index kept as runs (a base, a segment, documents that left earlier still in them), then documents
+    deleted, new ones appended as one more run, ids reordered (renames): the pairs of the touched buckets, added
+    to the old pairs, equal what a fresh index gives, large buckets and anchors included; the runs compacted are
+    the fresh index."""
     rng = np.random.default_rng(seed)
     n_old, n_new, bands, max_bucket = 300, 40, 3, 4
     keys = rng.integers(0, 60, (n_old + n_new, bands)).astype(np.uint64)  # buckets of ~5: many too large
-    old = np.arange(n_old)
+    left = np.zeros(n_old, bool)
+    left[rng.choice(n_old, 20, replace=False)] = True  # left before the last run: in the runs, not indexed
+    old = np.flatnonzero(~left)
     old_rank = np.full(n_old, -1)
-    old_rank[rng.permutation(old)] = np.arange(n_old)
+    old_rank[rng.permutation(old)] = np.arange(len(old))
     old_pairs, old_counts = band_pairs_with_counts(keys[old], old, old_rank, max_bucket)
     dead = np.zeros(n_old, bool)
-    dead[rng.choice(n_old, 25, replace=False)] = True
-    now = np.r_[old[~dead], np.arange(n_old, n_old + n_new)]
+    dead[rng.choice(old, 25, replace=False)] = True
+    now = np.r_[np.flatnonzero(~left & ~dead), np.arange(n_old, n_old + n_new)]
     rank = np.full(n_old + n_new, -1)
     rank[rng.permutation(now)] = np.arange(len(now))  # renames move documents in id order
     want_pairs, want_counts = band_pairs_with_counts(keys[now], now, rank, max_bucket)
     found, counts = [old_pairs], [old_counts]
     new = np.arange(n_old, n_old + n_new)
     for j in range(bands):
-        sk, sn = lsh.band_index(keys[old, j], old)
-        large_keys = lsh.bucket_pairs(sk, sn, max_bucket, old_rank)[1][:, 2]
-        merged, lost, gained, large = lsh.update_band(sk, sn, old_rank, large_keys, dead, keys[new, j], new, rank,
-                                                      max_bucket)
+        runs = [lsh.band_index(keys[lo:hi, j], np.arange(lo, hi)) for lo, hi in ((0, 200), (200, n_old))]
+        large_keys = lsh.bucket_pairs(*lsh.band_index(keys[old, j], old), max_bucket, old_rank)[1][:, 2]
+        new_run, lost, gained, large = lsh.update_band(runs, old_rank, large_keys, keys[:n_old][dead, j],
+                                                       keys[new, j], new, rank, max_bucket)
         fresh = lsh.band_index(keys[now, j], now)
-        assert all(np.array_equal(a, b) for a, b in zip(merged, fresh))
+        assert all(np.array_equal(a, b) for a, b in zip(lsh.merge_runs([*runs, new_run], rank), fresh))
         assert np.array_equal(large, lsh.bucket_pairs(*fresh, max_bucket, rank)[1])
         found += [lost, gained]
         counts += [-np.ones(len(lost), np.int64), np.ones(len(gained), np.int64)]

@@ -89,26 +89,33 @@ def band_index(keys: np.ndarray, numbers: np.ndarray) -> tuple[np.ndarray, np.nd
     return keys[order], numbers[order]
 
 
-def merge_band_index(sorted_keys: np.ndarray, numbers: np.ndarray, dead: np.ndarray, new_keys: np.ndarray,
-                     new_numbers: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """band_index of the indexed documents that are not dead plus new ones, without sorting the rest again.
-
-    dead: bool, indexed by document number. new_numbers must exceed every indexed number (shards are append-only),
-    so each new document goes after the equal keys already there (searchsorted right): the result equals
-    band_index of the union."""
-    keep = ~dead[numbers]
-    sk, sn = sorted_keys[keep], numbers[keep]
-    nk, nn = band_index(new_keys, new_numbers)
-    at = np.searchsorted(sk, nk, side="right")
-    return np.insert(sk, at, nk), np.insert(sn, at, nn)
-
-
 def bucket_members(sorted_keys: np.ndarray, numbers: np.ndarray, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The part of a band index (sorted_keys, numbers) whose keys are among `keys` (unique, ascending): whole
     buckets, still in index order."""
     lo = np.searchsorted(sorted_keys, keys, "left")
     at = ranges(lo, np.searchsorted(sorted_keys, keys, "right") - lo)
     return sorted_keys[at], numbers[at]
+
+
+def runs_members(runs: list[tuple[np.ndarray, np.ndarray]], keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """bucket_members of a band index kept as sorted runs (a base and the segments appended after it, each a
+    band_index whose numbers all exceed those of the runs before it): the whole buckets of `keys` (unique,
+    ascending) of all runs, as bucket_members of their band_index would give them. A stable sort by key keeps
+    each bucket's numbers ascending, since the runs come in number order."""
+    parts = [bucket_members(k, n, keys) for k, n in runs]
+    found_keys = np.concatenate([k for k, _ in parts]) if parts else np.empty(0, U64)
+    numbers = np.concatenate([n for _, n in parts]) if parts else np.empty(0, np.int64)
+    order = np.argsort(found_keys, kind="stable")
+    return found_keys[order], numbers[order]
+
+
+def merge_runs(runs: list[tuple[np.ndarray, np.ndarray]], rank: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The band_index of the runs' documents that are still indexed (rank[number] >= 0): runs compacted into one
+    (see runs_members for why a stable sort of the concatenation is the band_index)."""
+    keys = np.concatenate([np.asarray(k) for k, _ in runs])
+    numbers = np.concatenate([np.asarray(n) for _, n in runs])
+    keep = rank[numbers] >= 0
+    return band_index(keys[keep], numbers[keep])
 
 
 def bucket_pairs(sorted_keys: np.ndarray, numbers: np.ndarray, max_bucket: int, rank: np.ndarray | None = None):
@@ -164,31 +171,37 @@ def class_bucket_pairs(sorted_keys: np.ndarray, numbers: np.ndarray, max_bucket:
     return np.concatenate([within, across]), stars, large
 
 
-def update_band(sorted_keys: np.ndarray, numbers: np.ndarray, old_rank: np.ndarray, large_keys: np.ndarray,
-                dead: np.ndarray, new_keys: np.ndarray, new_numbers: np.ndarray, rank: np.ndarray, max_bucket: int,
-                old_label: np.ndarray | None = None, label: np.ndarray | None = None):
-    """One band of an incremental run: (merged index (keys, numbers), pairs lost, pairs gained, large buckets).
+def update_band(runs: list[tuple[np.ndarray, np.ndarray]], old_rank: np.ndarray, large_keys: np.ndarray,
+                died_keys: np.ndarray, new_keys: np.ndarray, new_numbers: np.ndarray, rank: np.ndarray,
+                max_bucket: int, old_label: np.ndarray | None = None, label: np.ndarray | None = None):
+    """One band of an incremental run: (the new documents' run, pairs lost, pairs gained, large buckets).
 
-    The old index gave bucket_pairs(old index, old_rank); the new one must give bucket_pairs(merged, rank). They
-    differ only in the touched buckets: those with a new or a dead document, and the large ones (large_keys, as
-    int64), whose star moves when the first document by id is renamed. So
-        pairs(new) = pairs(old) - pairs(old, touched) + pairs(merged, touched)
-    counted per band; a pair of old documents in an untouched bucket is not looked at. Returned large buckets are
-    all of the band's (an untouched large bucket was large before, hence touched).
+    The band index is kept as sorted runs (runs_members): a base and one segment per run that added documents,
+    never rewritten; a document that leaves the index stays in its run and is skipped by rank (-1: not indexed).
+    The old runs gave bucket_pairs(old index, old_rank); with the new run appended they must give
+    bucket_pairs(new index, rank). The two differ only in the touched buckets: those with a new document, one that
+    left (died_keys: its keys), and the large ones (large_keys, as int64), whose star moves when the first
+    document by id is renamed. So
+        pairs(new) = pairs(old) - pairs(old, touched) + pairs(new, touched)
+    counted per band; a pair of old documents in an untouched bucket is not looked at, nor read: each run is
+    searched for the touched keys only. Returned large buckets are all of the band's (an untouched large bucket
+    was large before, hence touched).
 
     With labels (old_label, label: class_bucket_pairs), lost and gained are (label pairs, star pairs). A label
     changes only when its class gains or loses a document, which touches the class's bucket in every band."""
-    merged = merge_band_index(sorted_keys, numbers, dead, new_keys, new_numbers)
-    touched = sorted_unique(np.concatenate([new_keys, sorted_keys[dead[numbers]],
-                                            np.asarray(large_keys, np.int64).view(np.uint64)]))
+    new_run = band_index(new_keys, new_numbers)
+    touched = sorted_unique(np.concatenate([new_keys, died_keys, np.asarray(large_keys, np.int64).view(np.uint64)]))
+    old = runs_members(runs, touched)
+    new = runs_members([old, new_run], touched)
+    old_alive, alive = old_rank[old[1]] >= 0, rank[new[1]] >= 0
+    old, new = (old[0][old_alive], old[1][old_alive]), (new[0][alive], new[1][alive])
     if label is not None and old_label is not None:
-        *lost_pairs, _ = class_bucket_pairs(*bucket_members(sorted_keys, numbers, touched), max_bucket, old_rank,
-                                            old_label)
-        *gained_pairs, large = class_bucket_pairs(*bucket_members(*merged, touched), max_bucket, rank, label)
-        return merged, tuple(lost_pairs), tuple(gained_pairs), large
-    lost, _ = bucket_pairs(*bucket_members(sorted_keys, numbers, touched), max_bucket, old_rank)
-    gained, large = bucket_pairs(*bucket_members(*merged, touched), max_bucket, rank)
-    return merged, lost, gained, large
+        *lost_pairs, _ = class_bucket_pairs(*old, max_bucket, old_rank, old_label)
+        *gained_pairs, large = class_bucket_pairs(*new, max_bucket, rank, label)
+        return new_run, tuple(lost_pairs), tuple(gained_pairs), large
+    lost, _ = bucket_pairs(*old, max_bucket, old_rank)
+    gained, large = bucket_pairs(*new, max_bucket, rank)
+    return new_run, lost, gained, large
 
 
 def pair_codes(pairs: np.ndarray) -> np.ndarray:

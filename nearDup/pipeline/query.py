@@ -15,7 +15,7 @@ from ..store.workdir import WorkDir
 from ..text.inputs import list_items
 from ..text.read import Document, missing_extras_note, read_documents, stdin_document
 from ..text.shingles import shingle_documents
-from .candidates import _index_files, _limits, pairing_order
+from .candidates import _index_files, _limits, index_segments, pairing_order
 from .driver import PartitionArrays, _up_to_date, part_starts, require
 from .results import inherited_threshold, recall_warning
 from .shingle import load_catalog
@@ -30,20 +30,28 @@ def _candidate_params(work: WorkDir) -> CandidateParams:
 
 
 def _band_index(work: WorkDir, shingle_record: ShingleRecord, band_record: BandRecord):
-    """Each band's (sorted keys, documents) of the documents that can pair: the candidates stage's band index
-    when it is current, else sorted here."""
+    """Each band's band index of the documents that can pair, as a list of runs (sorted keys, documents), and
+    which documents are indexed (bool by global number; None: all those in the runs): the candidates stage's
+    band index, its base and segments (candidates.update_band), when it is current, else sorted here."""
     record = work.manifest().candidates
     if record is not None and record.upstream == band_record.key and record.stats.method != "exact" and \
             _up_to_date(work, CandidatesRecord, record.key) is not None:
-        for _, keys_file, docs_file in _index_files(band_record.params.bands):
-            yield from zip(work.load_array(work.output("candidates", keys_file, record.key), "candidates"),
-                           work.load_array(work.output("candidates", docs_file, record.key), "candidates"))
+        indexed = None
+        if record.basis is not None:  # documents that left stay in the runs
+            indexed = np.zeros(record.basis.documents, bool)
+            indexed[work.load_array(work.output("candidates", "order.npy", record.key), "candidates")] = True
+        runs = [[(work.load_array(work.output("candidates", k, record.key), "candidates", mmap=True),
+                  work.load_array(work.output("candidates", d, record.key), "candidates", mmap=True))
+                 for _, k, d in _index_files(band_record.params.bands, s)] for s in range(index_segments(record) + 1)]
+        for i in range(len(runs[0])):
+            for j in range(len(runs[0][i][0])):
+                yield [(keys[j], docs[j]) for keys, docs in (run[i] for run in runs)], indexed
         return
     members = np.sort(pairing_order(load_catalog(work, shingle_record), _candidate_params(work)))
     keys = np.concatenate([work.load_array(work.part("band", n, "npy"), "band", mmap=True)[:]
                            for n in shingle_record.shard_numbers])[members]
     for j in range(band_record.params.bands):
-        yield lsh.band_index(np.ascontiguousarray(keys[:, j]), members)
+        yield [lsh.band_index(np.ascontiguousarray(keys[:, j]), members)], None
 
 
 def run(work: WorkDir, paths: list[str], stdin, threshold: float | None) -> tuple[list[dict], dict]:
@@ -83,9 +91,11 @@ def run(work: WorkDir, paths: list[str], stdin, threshold: float | None) -> tupl
     keys = lsh.band_keys(query_signatures, bands, rows)
     catalog = load_catalog(work, shingle_record)
     found, starts = [], part_starts(shingle_record)
-    for j, (sorted_keys, numbers) in enumerate(_band_index(work, shingle_record, band_record)):
-        lo, hi = np.searchsorted(sorted_keys, keys[:, j], "left"), np.searchsorted(sorted_keys, keys[:, j], "right")
-        found.append(np.stack([np.repeat(np.arange(len(records)), hi - lo), numbers[sets.ranges(lo, hi - lo)]], axis=1))
+    for j, (runs, indexed) in enumerate(_band_index(work, shingle_record, band_record)):
+        for sorted_keys, numbers in runs:
+            lo, hi = (np.searchsorted(sorted_keys, keys[:, j], side) for side in ("left", "right"))
+            pairs = np.stack([np.repeat(np.arange(len(records)), hi - lo), numbers[sets.ranges(lo, hi - lo)]], axis=1)
+            found.append(pairs if indexed is None else pairs[indexed[pairs[:, 1]]])
     pairs = lsh.unique_pairs(np.concatenate(found))
     limits = _candidate_params(work)
     small = [i for i, r in enumerate(records) if r["shingles"] < limits.min_shingles or r["size"] < limits.min_size]

@@ -25,7 +25,7 @@ from ..kernels.shingle import prepare_word_tables
 from ..store.catalog import Catalog, binary_columns, binary_of, item_digest, plan, shard_columns, skip_known_binary
 from ..store.manifest import ShingleRecord, ShingleStats
 from ..store.workdir import WorkDir
-from ..text.inputs import SAME_FILE, PackedItems, list_items, partition, under
+from ..text.inputs import SAME_FILE, ListedFiles, PackedItems, cut_columns, cuts_of, list_items, partition, under
 from ..text.read import first_record_fields, format_notes, missing_extras_note, read_documents, time_limited_task
 from ..text.shingles import shingle_documents
 from ..wording import plural
@@ -77,6 +77,7 @@ def _read_and_shingle(task: PartitionTask[ShingleParams]) -> ShingledShard:
 
 CATALOG = "catalog.npz"
 BINARY = "binary.npz"  # the binary files skipped, with their fingerprints (catalog.binary_columns)
+CUTS = "cuts.npz"  # how each JSONL file was cut into items (text.inputs.Cut), reused while the file is unchanged
 SKIPPED_NOUNS = {"hidden": ("hidden entry", "hidden entries"), "symlink": ("symlink",), "excluded": ("excluded file",),
                  "special": ("special file",),
                  SAME_FILE: ("path of a file already listed", "paths of files already listed")}
@@ -104,10 +105,12 @@ def run(runner: Runner, args: list[str], source: SourceParams, params: ShinglePa
     # with nothing stored there is nothing to match: a folder's first partitions are shingled while it is listed
     listing = list_items([*args, *references], source, stdin, spool=work.spool, lazy=previous is None,
                                 skip=(str(work.root),),  # a work dir inside an input folder holds no documents
-                                progress=counter(getattr(runner.engine, "progress", False), "listing", "file"))
+                                progress=counter(getattr(runner.engine, "progress", False), "listing", "file"),
+                                columns=previous is not None,  # matched by columns against the stored catalog
+                                cuts=_stored_cuts(runner, previous) if previous is not None and source.jsonl else None)
     inputs = [{"path": p, "reference": i >= len(listing.args) - len(references)} for i, p in enumerate(listing.args)]
     nothing = InputError(f"{' '.join(args)}: no documents found (folder empty, or every file hidden or excluded)")
-    streamed = not isinstance(listing.items, list)
+    streamed = not isinstance(listing.items, (list, ListedFiles))
     if not streamed and not listing.items:
         raise nothing
     content = shingle_content(params, source)
@@ -156,11 +159,14 @@ def run(runner: Runner, args: list[str], source: SourceParams, params: ShinglePa
     work.save_table(catalog_path, catalog.columns)
     if binary:
         work.save_table(work.output("shingle", BINARY, key), binary_columns(binary))
+    if listing.cuts:  # complete now: a streamed listing is consumed by the shingle tasks
+        work.save_table(work.output("shingle", CUTS, key), cut_columns(listing.cuts))
     _remember_catalog(_catalog_version(catalog_path), catalog)
     record = ShingleRecord(key=key, params=params, source=source, content=content, inputs=inputs, cwd=os.getcwd(),
                            shard_keys=kept.keys, shard_numbers=kept.numbers, shard_docs=kept.docs,
                            shard_bytes=kept.bytes, run=this_run, next_shard=next_shard + len(new.parts),
-                           files=_files(work, "shingle", key, CATALOG, *([BINARY] if binary else [])),
+                           files=_files(work, "shingle", key, CATALOG, *([BINARY] if binary else []),
+                                        *([CUTS] if listing.cuts else [])),
                            stats=ShingleStats.from_json(totals), links=listing.links or None)
     first = listing.items[:1] if not streamed else [next(iter(new.parts[0]))] if new.parts else []
     _check_documents(runner, record, params, args, first if source.records else ())
@@ -304,6 +310,17 @@ def _stored_binary(runner: Runner, record: ShingleRecord) -> dict:
     try:
         return binary_of(runner.work.load_table(runner.work.output("shingle", BINARY, record.key), "shingle"))
     except (WorkDirError, KeyError):
+        return {}
+
+
+def _stored_cuts(runner: Runner, record: ShingleRecord) -> dict:
+    """The JSONL files' cuts of the stored record (none if it kept none, or they are damaged: then the files are
+    read for their newlines again)."""
+    if CUTS not in record.files:
+        return {}
+    try:
+        return cuts_of(runner.work.load_table(runner.work.output("shingle", CUTS, record.key), "shingle"))
+    except (WorkDirError, KeyError, ValueError):
         return {}
 
 

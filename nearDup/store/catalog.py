@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+from collections.abc import Sequence
 
 import numpy as np
 
 from ..config import SourceParams
-from ..text.inputs import Item
+from ..text.inputs import Item, item_id_bytes, item_numbers
 from ..text.read import content_hashes
 
 TEXT = ("id", "sha", "item")
@@ -189,7 +190,7 @@ class Plan:
     removed: int = 0
 
 
-def plan(stored: Catalog, items: list[Item], source: SourceParams) -> Plan:
+def plan(stored: Catalog, items: Sequence[Item], source: SourceParams) -> Plan:
     """Match the listed items against the stored rows.
 
     A file whose id, size, mtime and inode are unchanged keeps its row (a JSONL range: its fingerprint digest).
@@ -215,7 +216,7 @@ def plan(stored: Catalog, items: list[Item], source: SourceParams) -> Plan:
                 changed.append(item)
     else:
         row_of = _live_rows_of(stored, was_live, items)
-        listed = np.array([item[3:5] + (item.inode,) for item in items], np.int64).reshape(len(items), 3)
+        listed = item_numbers(items)
         at = np.maximum(row_of, 0)
         same = (row_of >= 0) & (stored["size"][at] == listed[:, 0]) & (stored["mtime_ns"][at] == listed[:, 1]) \
             & (stored["inode"][at] == listed[:, 2])
@@ -278,7 +279,7 @@ def plan(stored: Catalog, items: list[Item], source: SourceParams) -> Plan:
     return result
 
 
-def _live_rows_of(stored: Catalog, was_live: np.ndarray, items: list[Item]) -> np.ndarray:
+def _live_rows_of(stored: Catalog, was_live: np.ndarray, items: Sequence[Item]) -> np.ndarray:
     """For each item, the live row with its id, or -1: the ids compared as UTF-8 bytes arrays (a million listed
     files against a million rows: no Python string or dict entry per row)."""
     rows = np.flatnonzero(was_live)
@@ -286,7 +287,7 @@ def _live_rows_of(stored: Catalog, was_live: np.ndarray, items: list[Item]) -> n
     if len(keys) > 1 and not (keys[1:] > keys[:-1]).all():  # rows of appended shards: sort them
         by = np.argsort(keys, kind="stable")
         rows, keys = rows[by], keys[by]
-    listed = np.array([item.id.encode("utf-8", "surrogatepass") for item in items], np.bytes_)
+    listed = item_id_bytes(items)
     if not len(keys) or not len(listed):
         return np.full(len(items), -1, np.int64)
     at = np.minimum(np.searchsorted(keys, listed), len(keys) - 1)
@@ -309,7 +310,7 @@ def _messages(stored: Catalog, was_live: np.ndarray) -> dict[str, list[int]]:
 Binary = dict[str, tuple[int, int, int]]
 
 
-def skip_known_binary(items: list[Item], known: Binary) -> tuple[list[Item], Binary]:
+def skip_known_binary(items: Sequence[Item], known: Binary) -> tuple[Sequence[Item], Binary]:
     """The items to plan: all but the files known to be binary and unchanged since (same id, size, mtime and
     inode); and the known ones still there. One dict lookup per item, and none without known binary files."""
     if not known:

@@ -25,6 +25,10 @@
       candidates/KEY.star_counts.npy   int64 (s,): in how many bands each star pair does
       candidates/KEY.index-000.keys.npy  the band index, 4 bands a file: uint64 (bands, n) each band's keys sorted,
       candidates/KEY.index-000.docs.npy  and int64 (bands, n) their documents (read by the next run and by query)
+      candidates/KEY.index-000.s001.*  segments of the band index, one per incremental run that added documents (the
+                                       same two files of its new documents); the base and earlier segments are the
+                                       last run's files under this key (hard links); compacted into a new base now
+                                       and then (pipeline.candidates.SEGMENTS_MAX)
       candidates/KEY.large_buckets.jsonl  buckets too large for all pairs: band, anchor, size, key
       candidates/KEY.shuffle-00000.npy,  an engine's shuffle of band keys (Engine.shuffle: Dask) and its partitions'
         KEY.buckets-0000.npy           parts of the band index; removed once the index is written
@@ -403,6 +407,21 @@ class WorkDir:
     def save_array(self, path: Path, array: np.ndarray) -> None:
         with atomic_file(path) as f:
             np.save(f, np.ascontiguousarray(array), allow_pickle=False)
+
+    def link(self, source: Path, path: Path) -> None:
+        """path becomes another name of the file source (a copy where the file system has no hard links), in one
+        step: a file kept by the next record of its stage is neither copied nor rewritten."""
+        tmp = path.with_name(f".{path.name}.{_HOST}.{os.getpid()}.tmp")
+        try:
+            try:
+                os.link(source, tmp)
+            except OSError:
+                shutil.copyfile(source, tmp)
+            os.replace(tmp, path)
+        except OSError as e:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise _os_error(path, e) from None
 
     def load_array(self, path: Path, stage: str, mmap: bool = False) -> np.ndarray:
         try:

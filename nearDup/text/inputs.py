@@ -78,6 +78,54 @@ class PackedItems:
         return h.hexdigest()
 
 
+class ListedFiles(Sequence[Item]):
+    """The files of one folder as columns (list_items(columns=True)): their paths, which are their ids, and an
+    int64 (n, 3) array of size, mtime_ns and inode. An Item is made only when one is asked for: an incremental run
+    matches a million listed files against its catalog by these columns (store.catalog.plan) and looks at the few
+    new or changed ones alone, so no Python object per unchanged file outlives the walk."""
+
+    def __init__(self, rows: list[tuple[str, int, int, int]]):
+        """rows: (path, size, mtime_ns, inode) of each file, in id order (as _walk gives them raw)."""
+        paths, *numbers = zip(*rows) if rows else ((), (), (), ())
+        self.paths: list[str] = list(paths)
+        self.numbers = np.array(numbers, np.int64).reshape(3, len(rows)).T
+
+    def __len__(self) -> int:
+        return len(self.paths)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        size, mtime_ns, inode = self.numbers[i].tolist()
+        return Item("file", self.paths[i], self.paths[i], size, mtime_ns, inode=inode)
+
+    def __iter__(self) -> Iterator[Item]:
+        sizes, mtimes, inodes = self.numbers.T.tolist()
+        return map(Item._make, zip(itertools.repeat("file"), self.paths, self.paths, sizes, mtimes,
+                                   itertools.repeat(0), itertools.repeat(0), itertools.repeat(1), inodes))
+
+    def id_bytes(self) -> np.ndarray:
+        """The ids as a UTF-8 bytes array (surrogates kept), as the catalog stores them."""
+        try:  # ASCII paths (nearly all) in one conversion, not an encode per path
+            return np.array(self.paths, np.str_).astype(np.bytes_)
+        except UnicodeEncodeError:
+            return np.array([p.encode("utf-8", "surrogatepass") for p in self.paths], np.bytes_)
+
+
+def item_numbers(items: Sequence[Item]) -> np.ndarray:
+    """int64 (n, 3): size, mtime_ns and inode of each item."""
+    if isinstance(items, ListedFiles):
+        return items.numbers
+    return np.array([item[3:5] + (item.inode,) for item in items], np.int64).reshape(len(items), 3)
+
+
+def item_id_bytes(items: Sequence[Item]) -> np.ndarray:
+    """The items' ids as a UTF-8 bytes array (surrogates kept)."""
+    if isinstance(items, ListedFiles):
+        return items.id_bytes()
+    return np.array([item.id.encode("utf-8", "surrogatepass") for item in items], np.bytes_)
+
+
 _KIND_LETTERS = {"file": "f", "jsonl": "j", "parquet": "p"}
 _LETTER_KINDS = {letter: kind for kind, letter in _KIND_LETTERS.items()}
 
@@ -88,6 +136,38 @@ class Listing:
     skipped: dict[str, int]  # hidden, symlink, excluded, same file
     args: list[str]  # the arguments, with - replaced by the paths read from stdin
     links: dict[str, list[str]] = dataclasses.field(default_factory=dict)  # listed path -> skipped links to it
+    cuts: dict[str, Cut] = dataclasses.field(default_factory=dict)  # JSONL files' cuts, filled as they are listed
+
+
+class Cut(NamedTuple):
+    """How a JSONL file was cut into items: the file as stat-ed (size, mtime_ns, inode), the partition limits,
+    and each item's (start, end, first_line). The next listing reuses it while the file's stat is the same, so an
+    unchanged shard costs a stat, not a read of every byte for its newlines."""
+
+    size: int
+    mtime_ns: int
+    inode: int
+    partition_docs: int
+    partition_bytes: int
+    ranges: np.ndarray  # int64 (items, 3)
+
+
+def cut_columns(cuts: dict[str, Cut]) -> dict:
+    """Cuts as the arrays they are saved as (work dir files are tables of arrays)."""
+    paths = sorted(cuts)
+    ranges = [cuts[p].ranges for p in paths]
+    return {"path": np.array([p.encode("utf-8", "surrogatepass") for p in paths], np.bytes_).reshape(len(paths)),
+            "stat": np.array([cuts[p][:5] for p in paths], np.int64).reshape(len(paths), 5),
+            "offsets": np.r_[0, np.cumsum([len(r) for r in ranges], dtype=np.int64)].astype(np.int64),
+            "ranges": np.concatenate(ranges).astype(np.int64) if ranges else np.empty((0, 3), np.int64)}
+
+
+def cuts_of(columns: dict) -> dict[str, Cut]:
+    """The cuts saved as cut_columns."""
+    offsets = columns["offsets"].tolist()
+    return {path.decode("utf-8", "surrogatepass"): Cut(size, mtime_ns, inode, docs, nbytes, columns["ranges"][lo:hi])
+            for path, (size, mtime_ns, inode, docs, nbytes), lo, hi in zip(
+                columns["path"].tolist(), columns["stat"].tolist(), offsets, offsets[1:])}
 
 
 
@@ -100,13 +180,16 @@ def read_path_list(stream, null: bool) -> list[str]:
 
 def list_items(args: list[str], params: SourceParams, stdin=None, spool: Callable | None = None,
                lazy: bool = False, skip: tuple[str, ...] = (),
-               progress: Callable[[Iterator], Iterator] | None = None) -> Listing:
+               progress: Callable[[Iterator], Iterator] | None = None, columns: bool = False,
+               cuts: dict[str, Cut] | None = None) -> Listing:
     """Every Item under the given arguments, sorted by id (so the result does not depend on listing order); an
     item found under two arguments is listed once. lazy: for one folder (or JSONL files whose ids ascend), items is an
     iterator that lists the folder (reads the files for their line ends) as it is consumed, already in id order,
     so that its first partitions can be read meanwhile. skip:
     folders never walked into (the work dir, whose own files are not documents). progress: wraps the walk of each
-    folder (to show the files found so far).
+    folder (to show the files found so far). columns: one folder's files are listed as ListedFiles (columns,
+    no Item per file), to be matched against a stored catalog. cuts: the last listing's (Listing.cuts), reused for
+    the JSONL files whose stat and partition limits are unchanged.
 
     A file is listed by one path only, however many name it (two spellings of a folder, a folder and a link to
     it, hard links): its first path by argument order, then id order; the others are counted in skipped["same
@@ -117,6 +200,7 @@ def list_items(args: list[str], params: SourceParams, stdin=None, spool: Callabl
     skipped = {"hidden": 0, "symlink": 0, "excluded": 0, "special": 0, SAME_FILE: 0}
     seen: dict[tuple[int, int], str] = {}  # (st_dev, st_ino) -> path, of the files listed so far
     links: dict[str, list[str]] = {}
+    made: dict[str, Cut] = {}  # Listing.cuts
     skip_dirs = set()
     for folder in skip:
         with contextlib.suppress(OSError):
@@ -135,7 +219,7 @@ def list_items(args: list[str], params: SourceParams, stdin=None, spool: Callabl
         # ends as the tasks consume the listing, so the first partitions are shingled meanwhile (10M records:
         # 10 GB to read, ~30 s of one core, before the first task otherwise)
         return Listing(itertools.chain.from_iterable(  # type: ignore[arg-type]
-            _jsonl_items(arg, params, stdin, spool) for arg in expanded), skipped, expanded, links)
+            _jsonl_items(arg, params, stdin, spool, cuts, made) for arg in expanded), skipped, expanded, links, made)
     # in one folder walked without following links only a file with several hard links can come twice
     every = len(expanded) > 1 or params.follow_links
     for arg in expanded:
@@ -143,7 +227,7 @@ def list_items(args: list[str], params: SourceParams, stdin=None, spool: Callabl
             found.extend(_parquet_items(arg, params))
             continue
         if params.jsonl:
-            found.extend(_jsonl_items(arg, params, stdin, spool))
+            found.extend(_jsonl_items(arg, params, stdin, spool, cuts, made))
             continue
         try:
             st = os.stat(arg)
@@ -156,6 +240,9 @@ def list_items(args: list[str], params: SourceParams, stdin=None, spool: Callabl
                 # lazy: items is an iterator that stages.shingle consumes as it lists
                 return Listing(counted(_walk(arg, params, skipped, seen, every, links, skip_dirs)),  # type: ignore[arg-type]
                                skipped, expanded, links)
+            if columns and len(expanded) == 1:
+                rows = list(counted(_walk(arg, params, skipped, seen, every, links, skip_dirs, raw=True)))
+                return Listing(ListedFiles(rows), skipped, expanded, links)  # type: ignore[arg-type]
             found.extend(counted(_walk(arg, params, skipped, seen, every, links, skip_dirs)))
         elif stat.S_ISREG(st.st_mode):
             if (st.st_dev, st.st_ino) in seen:
@@ -171,7 +258,7 @@ def list_items(args: list[str], params: SourceParams, stdin=None, spool: Callabl
     if len(expanded) > 1:  # one argument is listed in id order already (a folder by _walk, a JSONL file by line)
         found.sort(key=_ORDER)  # stable: of equal ids, the first found stays first
         found = [item for i, item in enumerate(found) if i == 0 or _ORDER(found[i - 1]) != _ORDER(item)]
-    return Listing(found, skipped, expanded, links)
+    return Listing(found, skipped, expanded, links, made)
 
 
 def _ids_ascend(labels: list[str]) -> bool:
@@ -225,7 +312,7 @@ def _wanted(rel: str, name: str, params: SourceParams) -> bool:
 
 
 def _walk(root: str, params: SourceParams, skipped: dict, seen: dict, every: bool,
-          links: dict, skip_dirs: set | frozenset = frozenset()) -> Iterator[Item]:
+          links: dict, skip_dirs: set | frozenset = frozenset(), raw: bool = False) -> Iterator:
     """Files below root in id order, listed as they are consumed; hidden entries and symlinks skipped unless
     asked; no loop can recur, and no folder of skip_dirs ((device, inode) pairs) is entered.
 
@@ -235,7 +322,8 @@ def _walk(root: str, params: SourceParams, skipped: dict, seen: dict, every: boo
     relative to it (fstatat), so the kernel does not resolve the whole path again for each file. The loop body
     runs once per file of a folder of a million: it is kept to plain attribute reads. seen: (st_dev, st_ino) ->
     path of the files listed so far, looked up for every file when every (several arguments, or links followed),
-    else only for files with several hard links; links: see list_items."""
+    else only for files with several hard links; links: see list_items. raw: (path, size, mtime_ns, inode)
+    tuples instead of Items (for ListedFiles)."""
     seen_dirs = {_dir_identity(root)}
     if seen_dirs <= skip_dirs:
         return
@@ -265,7 +353,10 @@ def _walk(root: str, params: SourceParams, skipped: dict, seen: dict, every: boo
                                     links.setdefault(seen[ident], []).append(path)
                                 continue
                             seen[ident] = path
-                        yield make(("file", path, path, st.st_size, st.st_mtime_ns, 0, 0, 1, st.st_ino))
+                        if raw:
+                            yield path, st.st_size, st.st_mtime_ns, st.st_ino
+                        else:
+                            yield make(("file", path, path, st.st_size, st.st_mtime_ns, 0, 0, 1, st.st_ino))
                     else:
                         skipped["excluded"] += 1
                 elif kind == stat.S_IFDIR:
@@ -330,11 +421,13 @@ def _dir_identity(path: str) -> tuple[int, int]:
     return st.st_dev, st.st_ino
 
 
-def _jsonl_items(arg: str, params: SourceParams, stdin, spool) -> Iterator[Item]:
+def _jsonl_items(arg: str, params: SourceParams, stdin, spool, cuts: dict[str, Cut] | None = None,
+                 made: dict[str, Cut] | None = None) -> Iterator[Item]:
     """Byte ranges of whole lines of a JSONL file, each at most partition_docs lines and partition_bytes bytes.
 
     Standard input and compressed files (.gz, .zst, .bz2, .xz) are first spooled to a plain file in the work dir
-    (spool), so that partitions can be read in parallel by seeking."""
+    (spool), so that partitions can be read in parallel by seeking. cuts: earlier cuts (Cut), reused for a file
+    whose size, mtime and inode are unchanged; made: gets the cut of each file listed."""
     label = arg
     if arg == "-" or compression(arg):
         if spool is None:
@@ -347,6 +440,20 @@ def _jsonl_items(arg: str, params: SourceParams, stdin, spool) -> Iterator[Item]
             raise InputError(f"{arg}: truncated or corrupt {compression(arg)} file") from None
     else:
         path = arg
+    cut = (cuts or {}).get(path)
+    if cut is not None:
+        try:
+            st = os.stat(path)
+        except OSError:
+            st = None
+        if st is not None and cut[:5] == (st.st_size, st.st_mtime_ns, st.st_ino, params.partition_docs,
+                                          params.partition_bytes):
+            if made is not None:
+                made[path] = cut
+            for start, end, line in cut.ranges.tolist():
+                yield Item("jsonl", path, f"{label}:{line:012d}", st.st_size, st.st_mtime_ns, start, end, line,
+                           st.st_ino)
+            return
     st, data = _read_jsonl_file(arg, path)
     encoding = next((encoding for bom, encoding in BOMS if data.startswith(bom)), "utf-8")
     if encoding != "utf-8":  # its newlines are 2 or 4 bytes: lines are cut in a UTF-8 copy
@@ -361,15 +468,19 @@ def _jsonl_items(arg: str, params: SourceParams, stdin, spool) -> Iterator[Item]
     ends = np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == 10) + 1
     if len(data) and data[-1:] != b"\n":
         ends = np.r_[ends, len(data)]
-    start, line = 0, 0
+    start, line, ranges = 0, 0, []
     while line < len(ends):
         stop = min(line + params.partition_docs, len(ends))
         limit = np.searchsorted(ends, start + params.partition_bytes, side="right")
         stop = max(line + 1, min(stop, int(limit)))
         end = int(ends[stop - 1])
+        ranges.append((start, end, line + 1))
         yield Item("jsonl", path, f"{label}:{line + 1:012d}", st.st_size, st.st_mtime_ns, start, end, line + 1,
                    st.st_ino)
         start, line = end, stop
+    if made is not None and encoding == "utf-8":  # (a converted copy is cut anew: its source is another file)
+        made[path] = Cut(st.st_size, st.st_mtime_ns, st.st_ino, params.partition_docs, params.partition_bytes,
+                         np.array(ranges, np.int64).reshape(len(ranges), 3))
 
 
 def _read_jsonl_file(arg: str, path: str) -> tuple[os.stat_result, bytes]:

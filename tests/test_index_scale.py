@@ -1,0 +1,202 @@
+"""The incremental index at scale (issue 23 item 4): what an incremental run skips must not change what it
+finds."""
+from __future__ import annotations
+
+import os
+import random
+import shutil
+from pathlib import Path
+
+import pytest
+
+from nearDup.config import SourceParams
+from nearDup.text.inputs import ListedFiles, item_id_bytes, item_numbers, list_items
+
+from conftest import generate_corpus
+
+
+def test_a_folder_listed_as_columns_gives_the_items_of_the_usual_listing(tmp_path):
+    root = tmp_path / "docs"
+    for rel in ("b/x.txt", "a.txt", "a/y.txt", "a/z/é.txt", ".hidden", "a-b.txt", "c/.h/q.txt"):
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(rel * 3)
+    os.link(root / "a.txt", root / "b" / "hard.txt")  # a second name of one file: listed once
+    os.symlink(root / "a.txt", root / "link.txt")
+    for params in (SourceParams(), SourceParams(hidden=True, follow_links=True), SourceParams(exclude=("x*",))):
+        usual = list_items([str(root)], params)
+        columns = list_items([str(root)], params, columns=True)
+        assert isinstance(columns.items, ListedFiles) and not isinstance(usual.items, ListedFiles)
+        assert list(columns.items) == usual.items and columns.items[:2] == usual.items[:2]
+        assert [columns.items[i] for i in range(len(usual.items))] == usual.items
+        assert columns.skipped == usual.skipped and columns.links == usual.links
+        assert (item_numbers(columns.items) == item_numbers(usual.items)).all()
+        assert (item_id_bytes(columns.items) == item_id_bytes(usual.items)).all()
+        expected = [(str(p), p.stat().st_size) for p in sorted(Path(root).rglob("*"), key=lambda p: str(p))
+                    if p.is_file() and not p.is_symlink() and (params.hidden or "/." not in str(p))]
+        assert {(i.path, i.size) for i in usual.items} <= set(expected)
+
+
+def _invoke(*args):
+    from click.testing import CliRunner
+
+    from nearDup.cli import cli
+    return CliRunner().invoke(cli, [str(a) for a in args])
+
+
+def _random_changes(folder: Path, rng: random.Random, step: int) -> None:
+    """Add (copies, near copies, new text), edit, delete and rename a few files."""
+    names = sorted(p.name for p in folder.iterdir())
+    for i, name in enumerate(rng.sample(names, 4)):
+        words = (folder / name).read_text().split()
+        kept = words if i == 0 else [w for w in words if rng.random() > 0.03 * i]
+        (folder / f"add{step}_{i}.txt").write_text(" ".join(kept))
+    (folder / f"add{step}_new.txt").write_text(" ".join(f"s{step}w{rng.randrange(400)}" for _ in range(80)))
+    for name in rng.sample(names, 2):  # edited: the old version leaves the index, the new one comes in
+        words = (folder / name).read_text().split()
+        (folder / name).write_text(" ".join(words[:-3] + ["edited", str(step)]))
+    deleted = rng.sample(sorted(p.name for p in folder.iterdir()), 2)
+    for name in deleted:
+        os.unlink(folder / name)
+    name = rng.choice(sorted(p.name for p in folder.iterdir()))
+    os.rename(folder / name, folder / f"renamed{step}_{name}")
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_index_segments_give_the_pairs_and_groups_of_a_run_from_scratch(tmp_path, monkeypatch, seed):
+    """Runs of random adds, deletes, edits and renames: the band index grows by segments and is compacted now and
+    then (limits lowered so that both happen within a few runs), and every run prints what a run from scratch
+    over the same files prints, pairs and groups; query finds the same documents as in a fresh index."""
+    from nearDup.pipeline import candidates
+    from nearDup.store.workdir import WorkDir
+    monkeypatch.setattr(candidates, "SEGMENTS_MAX", 3)
+    monkeypatch.setattr(candidates, "COMPACT_SHARE", 1)
+    folder = tmp_path / "docs"
+    generate_corpus(folder, n_base=45, seed=seed)
+    index, rng, segments = tmp_path / "index", random.Random(seed), []
+    args = ["--partition-docs", 16, "-t", 0.5, "-j", 1]
+    for step in range(7):
+        if step:
+            _random_changes(folder, rng, step)
+        for extra in ([], ["--groups"]):  # (jsonl adds a recall estimate whose last digit may differ)
+            got = _invoke("run", folder, "--index", index, *args, *extra)
+            scratch = tmp_path / f"scratch{step}"
+            want = _invoke("-w", scratch, "run", folder, *args, *extra)
+            assert got.exit_code == 0 and want.exit_code == 0, got.stderr + want.stderr
+            assert got.stdout == want.stdout
+        probe = sorted(folder.iterdir())[rng.randrange(5)]
+        assert _invoke("query", probe, "--index", index).stdout == _invoke("query", probe, "--index", scratch).stdout
+        shutil.rmtree(scratch)
+        segments.append(candidates.index_segments(WorkDir(str(index)).manifest().candidates))
+    assert max(segments) >= 2 and 0 in segments[1:]  # segments appended, and compacted into a base again
+
+
+KILL_AT = """
+import os, signal, sys
+from nearDup.store import workdir
+from nearDup.cli.main import main
+
+def killing(name):
+    real = getattr(workdir.WorkDir, name)
+    def step(self, *args):
+        real(self, *args)
+        if any(".s00" in str(a) for a in args):  # a file of a new segment written or linked: die mid-append
+            os.kill(os.getpid(), signal.SIGKILL)
+    setattr(workdir.WorkDir, name, step)
+
+killing(sys.argv.pop(1))
+sys.argv[0] = "neardup"
+main()
+"""
+
+
+@pytest.mark.parametrize("step", ["link", "save_array"])
+def test_an_incremental_run_killed_mid_append_resumes_to_the_same_result(tmp_path, step):
+    """SIGKILL of the main process just after the first file of a new segment of the band index was linked or
+    written: the index stays as it was (manifest unchanged), and the next run gives a run from scratch's output."""
+    import subprocess
+    import sys
+    folder = tmp_path / "docs"
+    generate_corpus(folder, n_base=60, seed=4)
+    index = tmp_path / "index"
+    args = ["run", folder, "--index", index, "--partition-docs", 16, "-t", 0.5, "-j", 1]
+    assert _invoke(*args).exit_code == 0
+    for i, name in enumerate(sorted(os.listdir(folder))[:30:3]):
+        if i < 2:  # the second run appends a segment: the killed run links it, then writes the next
+            _invoke(*args)
+        (folder / f"new_{name}").write_text((folder / name).read_text() + " and a few more words")
+    manifest = (index / "manifest.json").read_bytes()
+    killed = subprocess.run([sys.executable, "-c", KILL_AT, step, *map(str, args)], capture_output=True)
+    assert killed.returncode == -9, killed.stderr.decode()
+    assert (index / "manifest.json").read_bytes() == manifest
+    resumed = _invoke(*args)
+    assert resumed.exit_code == 0, resumed.stderr
+    assert resumed.stdout == _invoke("-w", tmp_path / "scratch", *args[:2], *args[4:]).stdout
+
+
+def test_a_jsonl_cut_is_reused_only_while_the_shard_is_unchanged(tmp_path, monkeypatch):
+    """An unchanged shard (same size, mtime and inode) is not read again for its newlines: its last cut is
+    reused; a new mtime, a new inode (same size and mtime) or a new size is a changed shard, cut anew, as are
+    other partition limits."""
+    import json
+
+    from nearDup.text import inputs
+    shard = tmp_path / "a.jsonl"
+    lines = [json.dumps({"id": f"r{i}", "text": f"record {i} " * (i % 4 + 1)}) + "\n" for i in range(10)]
+    shard.write_text("".join(lines))
+    params = SourceParams(jsonl=True, partition_docs=3)
+    first = list_items([str(shard)], params)
+    assert set(first.cuts) == {str(shard)} and len(first.items) == 4
+    reads: list[str] = []
+    real = inputs._read_jsonl_file
+    monkeypatch.setattr(inputs, "_read_jsonl_file", lambda arg, path: reads.append(path) or real(arg, path))
+    again = list_items([str(shard)], params, cuts=first.cuts)
+    assert again.items == first.items and reads == [] and set(again.cuts) == {str(shard)}
+    st = shard.stat()
+
+    def new_mtime():
+        os.utime(shard, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
+
+    def new_inode():  # the same size and mtime, other line ends: only the inode tells
+        other = tmp_path / "other"
+        other.write_text("".join(lines[1:2] + lines[:1] + lines[2:]))
+        os.utime(other, ns=(st.st_atime_ns, st.st_mtime_ns))
+        os.replace(other, shard)
+        assert shard.stat().st_size == st.st_size and shard.stat().st_ino != st.st_ino
+
+    def new_size():
+        with open(shard, "a") as f:
+            f.write(json.dumps({"id": "r10", "text": "one more"}) + "\n")
+
+    for change in (new_mtime, new_inode, new_size):
+        change()
+        reads.clear()
+        got = list_items([str(shard)], params, cuts=first.cuts)
+        assert reads == [str(shard)]
+        monkeypatch.setattr(inputs, "_read_jsonl_file", real)
+        assert got.items == list_items([str(shard)], params).items  # as a listing with no cut to reuse
+        monkeypatch.setattr(inputs, "_read_jsonl_file", lambda arg, path: reads.append(path) or real(arg, path))
+    reads.clear()
+    fresh = list_items([str(shard)], params)
+    assert list_items([str(shard)], SourceParams(jsonl=True, partition_docs=2), cuts=fresh.cuts).items != \
+        fresh.items and len(reads) == 2
+
+
+def test_an_index_of_jsonl_shards_reads_only_the_changed_shard_for_its_newlines(tmp_path, monkeypatch):
+    import json
+
+    from nearDup.text import inputs
+    texts = generate_corpus(tmp_path / "docs", n_base=30, seed=5)
+    shards = [tmp_path / f"s{i}.jsonl" for i in range(3)]
+    for i, (path, text) in enumerate(sorted(texts.items())):
+        with open(shards[i % 3], "a") as f:
+            f.write(json.dumps({"id": os.path.basename(path), "text": text}) + "\n")
+    args = ["run", *shards, "--jsonl", "--index", tmp_path / "index", "-t", 0.5, "-j", 1]
+    assert _invoke(*args).exit_code == 0
+    with open(shards[1], "a") as f:
+        f.write(json.dumps({"id": "late", "text": sorted(texts.values())[4] + " late"}) + "\n")
+    reads: list[str] = []
+    real = inputs._read_jsonl_file
+    monkeypatch.setattr(inputs, "_read_jsonl_file", lambda arg, path: reads.append(path) or real(arg, path))
+    again = _invoke(*args)
+    assert again.exit_code == 0 and reads == [str(shards[1])]
+    assert again.stdout == _invoke("-w", tmp_path / "scratch", *args[:5], *args[7:]).stdout and "late" in again.stdout
