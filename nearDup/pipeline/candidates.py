@@ -304,11 +304,11 @@ def run(runner: Runner, params: CandidateParams) -> CandidatesRecord:
     order_path = work.output("candidates", "order.npy", key)
     order = pairing_order(docs.catalog, params)
     work.save_array(order_path, order)
+    small = int((docs.catalog.live & (docs.catalog["shingles"] > 0)).sum()) - len(order)  # (0: counted as short)
+    docs.catalog.let_go()  # whole columns read: out of the client's RSS (10M rows: 320 MB) before copy_classes
     classes_path = work.output("candidates", "classes.npy", key)
     label = copy_classes(work, shingle_record, order, int(sum(shingle_record.shard_docs)))
     work.save_array(classes_path, label)
-    small = int((docs.catalog.live & (docs.catalog["shingles"] > 0)).sum()) - len(order)  # (0: counted as short)
-    docs.catalog.let_go()  # whole columns read: out of the client's RSS (10M rows: 320 MB)
     bands = upstream.params.bands
     if params.method == "exact" or (params.method == "auto" and _join_may_pay(runner, docs.catalog, order, label,
                                                                              bands)):
