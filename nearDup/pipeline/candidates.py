@@ -264,6 +264,7 @@ def pairing_order(catalog: Catalog, params: CandidateParams) -> np.ndarray:
     """Global numbers of the documents that can pair (pairable), sorted by id (UTF-8 bytes sort in code point
     order, as Python sorts str)."""
     numbers = np.flatnonzero(pairable(catalog, params))
+    catalog.let_go()  # live, shingles and size read whole (24 bytes a document) out of the client's RSS
     ids = catalog.id_bytes()[numbers]
     if len(ids) > 1 and not (ids[1:] > ids[:-1]).all():  # appended shards: restore id order
         numbers = numbers[np.argsort(ids, kind="stable")]
