@@ -1,7 +1,7 @@
 """Ten million documents on one machine (#23): scale corpora as JSONL shards, and `neardup run --jsonl` on them.
 
     python bench/big.py build N [--corpora DIR]            the corpus scale-<N>-jsonl (e.g. N = 1000000)
-    python bench/big.py run [--docs 1000000 3000000 10000000] [--corpora DIR] [--reps 1]
+    python bench/big.py run [--docs 1000000 3000000 10000000] [--corpora DIR] [--reps 1] [--scheduler local:2]
 
 build: N documents of ~1 KB made like corpora.build_scale's (words drawn independently from the imdb word
 frequencies of the top 50k words, ~1% edited copies of earlier documents at word-edit rates 0.5/1/2/4%, the same
@@ -13,11 +13,13 @@ joined as bytes by numpy (corpora.build_scale's np.random.choice and one str.joi
 minutes at 10M). DIR defaults to bench/out/corpora beside this script (outside git).
 
 run: per size, `neardup run --jsonl 'DIR/scale-<N>-jsonl/shard-*.jsonl' --threshold 0.8 --num-perm 128 --bands 9
---rows 13 --jobs 2 -w <fresh dir>` as one process, measured as bench/peers.py measures (CPU of the process tree,
-peak RSS summed over the tree sampled every 0.1 s, the CPU the rest of the machine spent meanwhile). Each stage's
-line on stderr is time-stamped with the tree's peak RSS since the line before and the main process's RSS then:
-where the memory goes. Recall of the injected copies whose exact Jaccard is >= 0.8 is checked on the pairs printed.
-The section between the markers in bench/RESULTS.md is replaced; raw results go to bench/out/big.jsonl.
+--rows 13 --jobs 2 -w <fresh dir>` (or `--scheduler local:2`: the Dask engine) as one process, measured as
+bench/peers.py measures (CPU of the process tree, peak RSS summed over the tree sampled every 0.1 s, the CPU the rest
+of the machine spent meanwhile), and the main process's own peak (its VmHWM, read at each line it writes: the
+client of a Dask run, issue 23's 1 GB). Each stage's line on stderr is time-stamped with the tree's peak RSS since
+the line before and the main process's RSS then: where the memory goes. Recall of the injected copies whose exact
+Jaccard is >= 0.8 is checked on the pairs printed. The section between the markers in bench/RESULTS.md is replaced
+(a Dask run's has its own markers); raw results go to bench/out/big.jsonl.
 """
 from __future__ import annotations
 
@@ -131,13 +133,14 @@ def measure(cmd: list[str], stdout) -> dict:
     child = peers.Child(cmd, stdout)
     proc, sampler, t0 = child.proc, child.sampler, child.t0
     main = psutil.Process(proc.pid)
-    stages = []
+    stages, main_peak = [], 0
     assert proc.stderr is not None
     for raw in proc.stderr:
         try:
             rss = main.memory_info().rss
         except psutil.Error:
             rss = 0
+        main_peak = max(main_peak, _vm_hwm(proc.pid))
         stages.append({"t": round(time.perf_counter() - t0, 2), "line": raw.decode("utf-8", "replace").rstrip(),
                        "tree_peak_mb": round(sampler.mark() / MB), "main_rss_mb": round(rss / MB)})
     proc.wait()
@@ -146,7 +149,16 @@ def measure(cmd: list[str], stdout) -> dict:
         sys.exit(f"{' '.join(cmd)} failed: {stages[-5:]}")
     return {"wall_s": round(m["wall"], 2), "cpu_s": round(m["utime"] + m["stime"], 2),
             "tree_rss_mb": round(m["tree_peak"] / MB), "maxrss_mb": round(m["maxrss_kb"] / 1024),
-            "others_cpu_s": round(m["others_cpu_s"], 1), "stages": stages}
+            "others_cpu_s": round(m["others_cpu_s"], 1), "main_peak_mb": round(main_peak / MB), "stages": stages}
+
+
+def _vm_hwm(pid: int) -> int:
+    """A live process's peak RSS so far (VmHWM, bytes), 0 once it is gone."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            return next((int(line.split()[1]) * 1024 for line in f if line.startswith("VmHWM:")), 0)
+    except OSError:
+        return 0
 
 
 def recall(corpus: str, pairs_tsv: str) -> tuple[int, int]:
@@ -174,7 +186,7 @@ def run_sizes(args) -> None:
                 out = os.path.join(parent, "pairs.tsv")
                 cmd = ["neardup", "run", "--jsonl", os.path.join(corpus, "shard-*.jsonl"), "--threshold",
                        str(common.THRESHOLD), "--num-perm", str(common.NUM_PERM), "--bands", str(common.BANDS),
-                       "--rows", str(common.ROWS), "--jobs", str(args.jobs), "-w", os.path.join(parent, "w"),
+                       "--rows", str(common.ROWS), *engine_options(args), "-w", os.path.join(parent, "w"),
                        "--format", "tsv"]
                 with open(out, "wb") as f:
                     m = measure(cmd, f)
@@ -185,12 +197,13 @@ def run_sizes(args) -> None:
                                             for x in xs) / MB)
             finally:
                 shutil.rmtree(parent, ignore_errors=True)
-            m.update(docs=n, bytes=meta["bytes"], rep=rep + 1, jobs=args.jobs, date=time.strftime("%Y-%m-%d %H:%M"),
-                     commit=bench_run._git_head())
+            m.update(docs=n, bytes=meta["bytes"], rep=rep + 1, jobs=args.jobs, scheduler=args.scheduler,
+                     date=time.strftime("%Y-%m-%d %H:%M"), commit=bench_run._git_head())
             cand = [s["line"] for s in m["stages"] if s["line"].startswith("candidates:")]
             m["candidates"] = int(cand[-1].split()[1].replace(",", "")) if cand else None
             log(f"{n:,} documents rep {rep + 1}: wall {m['wall_s']} s, CPU {m['cpu_s']} s, tree RSS "
-                f"{m['tree_rss_mb']} MB, others' CPU {m['others_cpu_s']} s, {m['pairs']} pairs, recall "
+                f"{m['tree_rss_mb']} MB, main process's peak {m['main_peak_mb']} MB, others' CPU "
+                f"{m['others_cpu_s']} s, {m['pairs']} pairs, recall "
                 f"{m['found']}/{m['truth']}")
             for s in m["stages"]:
                 log(f"  {s['t']:8.1f} s  tree peak {s['tree_peak_mb']:6d} MB  main {s['main_rss_mb']:6d} MB  "
@@ -201,8 +214,17 @@ def run_sizes(args) -> None:
     report(args, results)
 
 
+def engine_options(args) -> list[str]:
+    return ["--scheduler", args.scheduler] if args.scheduler else ["--jobs", str(args.jobs)]
+
+
 def log(msg: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def _marker(marker: str, args) -> str:
+    """The markers of a section of Dask runs (kept apart from the embedded engine's)."""
+    return marker.replace("bench/big.py:", f"bench/big.py --scheduler {args.scheduler}:")
 
 
 def report(args, results: list[dict]) -> None:
@@ -215,36 +237,43 @@ def report(args, results: list[dict]) -> None:
         by_size.setdefault(m["docs"], []).append(m)
     first = None
     for n, runs in sorted(by_size.items()):
-        med = {f: statistics.median(r[f] for r in runs) for f in ("wall_s", "cpu_s", "tree_rss_mb", "others_cpu_s")}
+        med = {f: statistics.median(r.get(f, 0) for r in runs)
+               for f in ("wall_s", "cpu_s", "tree_rss_mb", "main_peak_mb", "others_cpu_s")}
         first = first or (n, med)
         growth = (f"{med['wall_s'] / first[1]['wall_s']:.2f}x / {med['cpu_s'] / first[1]['cpu_s']:.2f}x / "
                   f"{n / first[0]:.0f}x" if n != first[0] else "1x")
         r = runs[0]
         rows.append(f"| {n:,} | {r['bytes'] / 1e9:.2f} | {med['wall_s']:.1f} | {med['cpu_s']:.1f} | "
-                    f"{med['tree_rss_mb'] / 1000:.2f} | {r['candidates']:,} | {r['pairs']:,} | "
+                    f"{med['tree_rss_mb'] / 1000:.2f} | {med['main_peak_mb'] / 1000:.2f} | {r['candidates']:,} | "
+                    f"{r['pairs']:,} | "
                     f"{r['found']:,} / {r['truth']:,} | {r['workdir_mb'] / 1000:.1f} | {growth} | "
                     f"{med['others_cpu_s']:.0f} | {r.get('commit', '?')}, {r['date']} |")
     largest = max(results, key=lambda m: (m["docs"], -m["wall_s"]))
     stages = [f"| {s['t']:.1f} | {s['tree_peak_mb']:,} | {s['main_rss_mb']:,} | `{s['line'][:90]}` |"
               for s in largest["stages"] if not s["line"].startswith("  ")]
-    lines = [BEGIN, "## Ten million documents: JSONL shards end to end", "",
+    engine = " ".join(engine_options(args))
+    begin, end = (BEGIN, END) if not args.scheduler else (_marker(BEGIN, args), _marker(END, args))
+    lines = [begin, f"## Ten million documents: JSONL shards end to end{'' if not args.scheduler else f', {engine}'}",
+             "",
              f"- {datetime.date.today()}, {platform.node()}, {len(os.sched_getaffinity(0))} usable cores, "
              f"{bench_run._cpu_model()}, {bench_run._mem_gb()}, Python {platform.python_version()}",
-             f"- command: `python bench/big.py run --docs {' '.join(map(str, args.docs))} --reps {args.reps}` "
+             f"- command: `python bench/big.py run --docs {' '.join(map(str, args.docs))} --reps {args.reps}"
+             f"{f' --scheduler {args.scheduler}' if args.scheduler else ''}` "
              "(corpora: `python bench/big.py build N`); each run `neardup run --jsonl 'scale-N-jsonl/shard-*.jsonl'"
              f" --threshold {common.THRESHOLD} --num-perm {common.NUM_PERM} --bands {common.BANDS} --rows "
-             f"{common.ROWS} --jobs {args.jobs} -w <fresh dir> --format tsv`, one whole process",
+             f"{common.ROWS} {engine} -w <fresh dir> --format tsv`, one whole process (main peak: its own VmHWM)",
              "- the corpora: ~1 KB documents of imdb words, 100,000 records a shard, ~1% edited copies "
              "(injected.tsv: their exact Jaccard); recall = the copies at Jaccard >= 0.8 found", "",
-             "| documents | GB of text | wall s | CPU s | peak tree RSS GB | candidates | pairs | recall | work dir GB "
-             "| growth of wall / CPU / documents | others' CPU s meanwhile | nearDup commit, when |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|",
+             "| documents | GB of text | wall s | CPU s | peak tree RSS GB | main peak GB | candidates "
+             "| pairs | recall | work dir GB | growth of wall / CPU / documents | others' CPU s meanwhile "
+             "| nearDup commit, when |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
              *rows, "",
              f"Where the memory goes at {largest['docs']:,} documents: each stage's line on stderr, when it came, the "
              "peak RSS of the process tree since the line before (the stage's own work) and the main process's RSS "
-             "then.", "", "| s | tree peak MB | main MB | stderr |", "|---|---|---|---|", *stages, "", END]
+             "then.", "", "| s | tree peak MB | main MB | stderr |", "|---|---|---|---|", *stages, "", end]
     section = "\n".join(lines)
-    common.replace_section(args.out, BEGIN, END, section)
+    common.replace_section(args.out, begin, end, section)
     print(section)
 
 
@@ -257,6 +286,7 @@ def main(argv=None) -> None:
     r.add_argument("--docs", type=int, nargs="+", default=[1_000_000, 3_000_000, 10_000_000])
     r.add_argument("--reps", type=int, default=1)
     r.add_argument("--jobs", type=int, default=2)
+    r.add_argument("--scheduler", default=None, help="run on Dask (e.g. local:2) instead of --jobs")
     r.add_argument("--scratch", default=None, help="where work dirs are made [default: the system's temp dir]")
     r.add_argument("--out", default=os.path.join(HERE, "RESULTS.md"))
     for p in (b, r):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import zipfile
 
 import numpy as np
 import pytest
@@ -14,7 +15,7 @@ from nearDup.config import FORMAT
 from nearDup.errors import WorkDirError
 from nearDup.store import workdir as store
 from nearDup.store.manifest import RECORDS
-from nearDup.store.workdir import MANIFEST, WorkDir, atomic_file
+from nearDup.store.workdir import MANIFEST, StoredTable, WorkDir, atomic_file
 
 KEY = "abcdef0123456789abcdef0123456789"
 VERIFY = {"key": KEY, "upstream": "u" * 32, "files": {"pairs.npy": 144}, "params": {"threshold": 0.8},
@@ -382,3 +383,52 @@ def test_damaged_tables_and_jsonl_are_one_line(tmp_path, what, damage):
     with pytest.raises(WorkDirError) as e:
         load(path.with_name("0" * 12 + "." + path.name.split(".", 1)[1]))
     one_line(e, "missing; re-run the")
+
+
+def test_save_columns_writes_save_tables_npz_part_by_part_and_columns_load_mapped(tmp_path):
+    """The catalog of 10M rows is written a shard's column at a time (save_columns) and later stages map it
+    (load_table mmap): the same .npz as save_table writes, each member byte for byte; mapped columns are read-only
+    views of the file, not copies; an .npz np.savez compressed still loads."""
+    work = WorkDir(tmp_path / "w")
+    ids = [np.array([b"a", b"bcd"]), np.array([b"efghij"]), np.array([], "S1")]
+    numbers = [np.array([1, -2**62], np.int64), np.array([3], np.int8), np.array([], np.int64)]
+    whole, parts = work.output("shingle", "catalog.npz", KEY), work.output("shingle", "parts.npz", KEY)
+    work.save_table(whole, {"id": np.concatenate(ids).astype("S6"), "n": np.concatenate(numbers).astype(np.int64)})
+    work.save_columns(parts, [("id", np.dtype("S6"), 3, iter(ids)), ("n", np.dtype(np.int64), 3, iter(numbers))])
+    assert parts.stat().st_size == whole.stat().st_size
+    with zipfile.ZipFile(whole) as a, zipfile.ZipFile(parts) as b:
+        assert a.namelist() == b.namelist() == ["id.npy", "n.npy"]
+        assert all(a.read(name) == b.read(name) for name in a.namelist())
+    for mmap in (False, True):
+        loaded = work.load_table(parts, "shingle", mmap=mmap)
+        assert loaded["id"].tolist() == [b"a", b"bcd", b"efghij"] and loaded["n"].tolist() == [1, -2**62, 3]
+        assert loaded["n"].flags.writeable is not mmap and loaded["n"].flags.owndata is not mmap
+    with pytest.raises(ValueError, match="column n has 2 rows, not 3"):
+        work.save_columns(parts, [("n", np.dtype(np.int64), 3, iter(numbers[:1]))])
+    assert work.load_table(parts, "shingle")["n"].tolist() == [1, -2**62, 3]  # a failed write replaced nothing
+    squeezed = work.output("shingle", "squeezed.npz", KEY)
+    np.savez_compressed(squeezed, n=np.arange(5))
+    assert StoredTable(squeezed, "shingle").read("n").tolist() == [0, 1, 2, 3, 4]
+
+
+def test_array_rows_reads_what_a_map_gives_at_any_index(tmp_path):
+    """The client gathers a few sets from every shard's values with pread (NpyRows) instead of maps, whose
+    fault-around pages it held; a 2-D array or an unknown header is mapped as before."""
+    work = WorkDir(tmp_path / "w")
+    path = work.part("shingle", 0, "values.npy")
+    values = np.random.default_rng(1).integers(0, 2**32, 1000, dtype=np.uint32)
+    work.save_array(path, values)
+    rows = work.array_rows(path, "shingle")
+    assert isinstance(rows, store.NpyRows) and len(rows) == 1000
+    for index in ([], [0], [999], [5, 6, 7, 3, 4, 4, 998, 999, 0], list(range(200, 700))):
+        got = rows[np.array(index, np.int64)]
+        assert got.dtype == np.uint32 and np.array_equal(got, values[index])
+    with pytest.raises(IndexError):
+        rows[np.array([1000])]
+    matrix = work.part("signature", 0, "npy")
+    work.save_array(matrix, values.reshape(100, 10))
+    assert np.array_equal(work.array_rows(matrix, "signature")[[3, 1]], values.reshape(100, 10)[[3, 1]])
+    path.write_bytes(path.read_bytes()[:-4])
+    with pytest.raises(WorkDirError) as e:
+        work.array_rows(path, "shingle")
+    one_line(e, f"{path}: corrupt or truncated; re-run the shingle stage")

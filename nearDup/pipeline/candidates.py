@@ -281,6 +281,7 @@ def pairing_order(catalog: Catalog, params: CandidateParams) -> np.ndarray:
     """Global numbers of the documents that can pair (pairable), sorted by id (UTF-8 bytes sort in code point
     order, as Python sorts str)."""
     numbers = np.flatnonzero(pairable(catalog, params))
+    catalog.let_go()  # live, shingles and size read whole (24 bytes a document) out of the client's RSS
     ids = catalog.id_bytes()[numbers]
     if len(ids) > 1 and not (ids[1:] > ids[:-1]).all():  # appended shards: restore id order
         numbers = numbers[np.argsort(ids, kind="stable")]
@@ -350,10 +351,11 @@ def run(runner: Runner, params: CandidateParams) -> CandidatesRecord:
     order_path = work.output("candidates", "order.npy", key)
     order = pairing_order(docs.catalog, params)
     work.save_array(order_path, order)
+    small = int((docs.catalog.live & (docs.catalog["shingles"] > 0)).sum()) - len(order)  # (0: counted as short)
+    docs.catalog.let_go()  # whole columns read: out of the client's RSS (10M rows: 320 MB) before copy_classes
     classes_path = work.output("candidates", "classes.npy", key)
     label = copy_classes(work, shingle_record, order, int(sum(shingle_record.shard_docs)))
     work.save_array(classes_path, label)
-    small = int((docs.catalog.live & (docs.catalog["shingles"] > 0)).sum()) - len(order)  # (0: counted as short)
     bands = upstream.params.bands
     if params.method == "exact" or (params.method == "auto" and _join_may_pay(runner, docs.catalog, order, label,
                                                                              bands)):

@@ -102,8 +102,8 @@ def stored_similarity(work: WorkDir, shingle_record: ShingleRecord,
     """similarity(a, b): the exact Jaccard of the stored documents a[i] and b[i] (global numbers), pairwise, in
     chunks of VERIFY_CHUNK pairs; or (contained) how much of b[i] is in a[i]: a member's share in its keeper."""
     starts = part_starts(shingle_record)
-    shingles = PartitionArrays(work, "shingle", ("values.npy", "offsets.npy"),  # mapped once for every call
-                               shingle_record.shard_numbers)
+    shingles = PartitionArrays(work, "shingle", ("values.npy", "offsets.npy"),  # opened once for every call
+                               shingle_record.shard_numbers, mapped=False)  # by the client: read, not mapped
 
     def similarity(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         out = []

@@ -48,13 +48,16 @@ def copy_classes(work: WorkDir, shingle_record: ShingleRecord, order: np.ndarray
     digest = _band_digest(work, shingle_record)[members]
     by = np.argsort(digest, kind="stable")  # ascending numbers within a digest
     d = digest[by]
-    starts = np.flatnonzero(np.r_[True, d[1:] != d[:-1]])
-    size = np.diff(np.r_[starts, len(d)])
-    shared = np.repeat(size, size) > 1
-    docs, group = members[by][shared], np.repeat(np.arange(len(size)), size)[shared]
+    del digest
+    same = d[1:] == d[:-1]  # as its predecessor; the client holds these arrays for 10M documents: no more of them
+    del d
+    at = np.flatnonzero(np.r_[same, False] | np.r_[False, same])  # the positions of digests held twice or more
+    docs = members[by[at]]
+    group = np.cumsum(np.r_[True, ~same][at]) - 1  # numbered in digest order (only the order is used)
     if not len(docs):
         return label
-    shingles = PartitionArrays(work, "shingle", ("values.npy", "offsets.npy"), shingle_record.shard_numbers)
+    shingles = PartitionArrays(work, "shingle", ("values.npy", "offsets.npy"), shingle_record.shard_numbers,
+                               mapped=False)  # run by the client: a few sets from every shard
     first = np.flatnonzero(np.r_[True, group[1:] != group[:-1]])  # whole digest groups in a batch
     cuts = first[np.r_[True, np.diff(first // CONFIRM_BATCH) > 0]]
     for lo, hi in zip(cuts.tolist(), np.r_[cuts[1:], len(docs)].tolist()):

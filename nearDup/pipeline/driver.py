@@ -115,16 +115,19 @@ def part_starts(shingle_record: ShingleRecord) -> np.ndarray:
 
 class PartitionArrays:
     """Lazily memory-mapped per-partition arrays of one stage (what `sets.gather_*` index into): item p is the
-    arrays of the p-th listed shard, shard number shards[p]."""
+    arrays of the p-th listed shard, shard number shards[p]. mapped=False: 1-D arrays read only at the rows
+    indexed (store.NpyRows), for the client, which gathers a few sets from every shard and would otherwise hold
+    the pages mapped around each of them."""
 
-    def __init__(self, work: WorkDir, stage: str, suffixes: tuple[str, ...], shards):
-        self.work, self.stage, self.suffixes, self.shards = work, stage, suffixes, shards
-        self.cache: dict[int, tuple | np.ndarray] = {}
+    def __init__(self, work: WorkDir, stage: str, suffixes: tuple[str, ...], shards, mapped: bool = True):
+        self.work, self.stage, self.suffixes, self.shards, self.mapped = work, stage, suffixes, shards, mapped
+        self.cache: dict[int, Any] = {}  # arrays, maps or NpyRows, or tuples of them
 
     def __getitem__(self, p: int):
         if p not in self.cache:
-            arrays = tuple(self.work.load_array(self.work.part(self.stage, self.shards[p], s), self.stage, mmap=True)
-                           for s in self.suffixes)
+            paths = [self.work.part(self.stage, self.shards[p], s) for s in self.suffixes]
+            arrays = tuple(self.work.load_array(path, self.stage, mmap=True) if self.mapped
+                           else self.work.array_rows(path, self.stage) for path in paths)
             self.cache[p] = arrays if len(arrays) > 1 else arrays[0]
         return self.cache[p]
 

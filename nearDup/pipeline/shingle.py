@@ -4,6 +4,7 @@ catalog of every stored document (store.catalog). Also the documents as records 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 from dataclasses import asdict
 from pathlib import Path
@@ -22,9 +23,22 @@ from ..config import (
 from ..engine.progress import counter
 from ..errors import InputError, WorkDirError
 from ..kernels.shingle import prepare_word_tables
-from ..store.catalog import Catalog, binary_columns, binary_of, item_digest, plan, shard_columns, skip_known_binary
+from ..store.catalog import (
+    Catalog,
+    ShardRows,
+    binary_columns,
+    binary_of,
+    fingerprint,
+    item_digest,
+    plan,
+    shard_columns,
+    skip_known_binary,
+    stored_columns,
+    summary,
+    text_widths,
+)
 from ..store.manifest import ShingleRecord, ShingleStats
-from ..store.workdir import WorkDir
+from ..store.workdir import StoredTable, WorkDir
 from ..text.inputs import SAME_FILE, ListedFiles, PackedItems, cut_columns, cuts_of, list_items, partition, under
 from ..text.read import first_record_fields, format_notes, missing_extras_note, read_documents, time_limited_task
 from ..text.shingles import shingle_documents
@@ -36,12 +50,12 @@ SHINGLE_FILES = ("docs.npz", "values.npy", "offsets.npy")
 
 
 class ShingledShard(NamedTuple):
-    """What a shingle task gives back besides its files: its documents (for the progress bar), the stats of its
-    done marker and its catalog columns, so that the run does not read them back from the files it just wrote."""
+    """What a shingle task gives back besides its files: its documents (for the progress bar) and the stats of its
+    done marker. Not its catalog columns: the client reads them back one at a time as it writes the catalog
+    (10M documents' columns held at once were 1.1 GB, returned through a Dask client 3 GB)."""
 
     docs: int
     stats: dict
-    columns: dict
 
 
 def shingle_partition(task: PartitionTask[ShingleParams]) -> ShingledShard:
@@ -72,7 +86,7 @@ def _read_and_shingle(task: PartitionTask[ShingleParams]) -> ShingledShard:
     work.save_array(work.part("shingle", task.index, "offsets.npy"), offsets)
     work.mark_part_done("shingle", task.index, task.key, suffixes=SHINGLE_FILES, stats=stats)
     write_steps(work, task.index, task.then, (values, offsets))  # fused: the next stages' files for this shard
-    return ShingledShard(len(records), stats, columns)
+    return ShingledShard(len(records), stats)
 
 
 CATALOG = "catalog.npz"
@@ -146,22 +160,25 @@ def run(runner: Runner, args: list[str], source: SourceParams, params: ShinglePa
         sizes=new.bytes, unit="B", nbytes=new.bytes, stream=iter(new))
     if not new.parts and streamed:
         raise nothing
-    added, totals = _new_shards(work, new, shingled, kept, binary, carried, this_run)
-    catalog = catalog.concat(*added)
-    del shingled, added  # the shards' columns, joined now (10M documents: 1.1 GB)
-    totals.update(catalog.summary(), skipped=listing.skipped, removed=todo.removed, renamed=todo.renamed,
-                  added=int(((catalog["added"] == this_run) & catalog.live).sum()))
+    # the catalog: the kept rows, then the new shards' rows read back a column at a time (never joined in memory)
+    totals: dict = {}
+    segments: list = [catalog, *_new_shards(work, new, shingled, kept, binary, carried, this_run, totals)]
+    del shingled
+    totals.update(summary(segments), skipped=listing.skipped, removed=todo.removed, renamed=todo.renamed,
+                  added=sum(int(((s.column("added") == this_run) & (s.column("live") != 0)).sum()) for s in segments))
     if binary:  # every binary file the inputs hold now, found by this run or an earlier one
         totals["binary"] = len(binary)
-    key = digest("shingle", kept.keys, inputs, catalog.fingerprint(), *([sorted(binary.items())] if binary else []))
-    catalog = Catalog(catalog.stored())  # as the next stages would load it
+    widths = text_widths(segments)
+    key = digest("shingle", kept.keys, inputs, fingerprint(segments, widths),
+                 *([sorted(binary.items())] if binary else []))
     catalog_path = work.output("shingle", CATALOG, key)
-    work.save_table(catalog_path, catalog.columns)
+    work.save_columns(catalog_path, stored_columns(segments, widths))
+    del segments, catalog
     if binary:
         work.save_table(work.output("shingle", BINARY, key), binary_columns(binary))
     if listing.cuts:  # complete now: a streamed listing is consumed by the shingle tasks
         work.save_table(work.output("shingle", CUTS, key), cut_columns(listing.cuts))
-    _remember_catalog(_catalog_version(catalog_path), catalog)
+    _CATALOGS.clear()  # the next load maps the new file
     record = ShingleRecord(key=key, params=params, source=source, content=content, inputs=inputs, cwd=os.getcwd(),
                            shard_keys=kept.keys, shard_numbers=kept.numbers, shard_docs=kept.docs,
                            shard_bytes=kept.bytes, run=this_run, next_shard=next_shard + len(new.parts),
@@ -236,29 +253,29 @@ class NewPartitions:
 
 
 def _new_shards(work: WorkDir, new: NewPartitions, shingled: dict, kept: Shards, binary: dict, carried: dict,
-                this_run: int) -> tuple[list[Catalog], dict]:
-    """Append the new shards to kept (in place) and return their catalogs and the problems their tasks counted;
-    binary gains the binary files they found. A shard finished by an interrupted run is read back."""
-    totals: dict = {}
+                this_run: int, totals: dict) -> list[ShardRows]:
+    """Append the new shards to kept (in place) and return their catalog rows (read from their files when asked);
+    totals gains the problems their tasks counted, binary the binary files they found. A shard finished by an
+    interrupted run has its done marker read back."""
     added = []
     for i, (n, key) in enumerate(zip(new.shards, new.keys)):
-        if i in shingled:
-            done, columns = shingled[i].stats, shingled[i].columns
-        else:
-            done = work.part_done("shingle", n, key, SHINGLE_FILES)
-            columns = work.load_table(work.part("shingle", n, "docs.npz"), "shingle")
+        done = shingled[i].stats if i in shingled else work.part_done("shingle", n, key, SHINGLE_FILES)
+        assert done is not None  # _map_partitions ran every shard not done
+        # mapped: a column's pages are read once per pass and let go with it (no copy, and no CRC: the shard's
+        # files were checked whole by part_done, by size)
+        added.append(ShardRows(functools.partial(StoredTable(work.part("shingle", n, "docs.npz"), "shingle").read,
+                                                 mmap=True), done["docs"], carried, this_run))
         binary.update(_binary_found(new.parts[i], done.get("binary_ids", ())))
         for name, value in done.items():
             if name == "messages":
                 totals.setdefault("messages", []).extend(value)
             elif isinstance(value, int) and name not in ("docs", "bytes"):
                 totals[name] = totals.get(name, 0) + value
-        added.append(Catalog.of_shard(columns, carried, this_run))
         kept.numbers.append(n)
         kept.keys.append(key)
         kept.docs.append(len(added[-1]))
         kept.bytes.append(done["bytes"])
-    return added, totals
+    return added
 
 
 _CATALOGS: dict[tuple | None, Catalog] = {}  # loaded once per process: several stages of a run read the same catalog
@@ -268,7 +285,9 @@ def load_catalog(work: WorkDir, record: ShingleRecord) -> Catalog:
     path = work.output("shingle", CATALOG, record.key)
     version = _catalog_version(path)
     if version is None or version not in _CATALOGS:
-        _remember_catalog(version, Catalog(work.load_table(path, "shingle")))
+        # mapped: a stage touches only the columns it reads (10M rows: 1.1 GB in all, 80 MB a number column)
+        _CATALOGS.clear()
+        _CATALOGS[version] = Catalog(work.load_table(path, "shingle", mmap=True))
     return _CATALOGS[version]
 
 
@@ -278,11 +297,6 @@ def _catalog_version(path: Path) -> tuple | None:
     except OSError:
         return None
     return str(path), st.st_size, st.st_mtime_ns
-
-
-def _remember_catalog(version: tuple | None, catalog: Catalog) -> None:
-    _CATALOGS.clear()
-    _CATALOGS[version] = catalog
 
 
 def _stored_catalog(runner: Runner, record: ShingleRecord) -> Catalog:
@@ -365,6 +379,7 @@ def _check_documents(runner: Runner, record: ShingleRecord, params: ShingleParam
             raise InputError(f"{where}: duplicate ids in field {source.id_field!r}: "
                              f"{', '.join(map(repr, dup[:5]))}{' ...' if len(dup) > 5 else ''}; "
                              f"ids must be unique")
+        catalog.let_go()  # the ids and liveness of every row: out of the client's RSS until a stage reads them
 
 
 def _shingle_summary(record: ShingleRecord) -> str:

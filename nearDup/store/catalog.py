@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import mmap
 from collections.abc import Sequence
 
 import numpy as np
@@ -76,7 +77,11 @@ class Catalog:
             return self._decoded[field]
         return column
 
-    def _stored_column(self, field: str) -> np.ndarray:
+    @property
+    def fields(self) -> list[str]:
+        return list(self.columns)
+
+    def column(self, field: str) -> np.ndarray:
         """A column in its stored form (TEXT as a UTF-8 bytes array), whichever form it is held in."""
         column = self.columns[field]
         return _encoded(column) if isinstance(column, list) else column
@@ -90,7 +95,7 @@ class Catalog:
 
     def id_bytes(self) -> np.ndarray:
         """The ids as a bytes array (UTF-8, surrogates kept): what numpy can sort and compare quickly."""
-        return self._stored_column("id")
+        return self.column("id")
 
     def distinct_live_ids(self) -> bool:
         """Whether no id is held by two live rows, without a Python string per row (10M records): ids in
@@ -103,10 +108,15 @@ class Catalog:
 
     def stored(self) -> dict:
         """The columns to save: text as UTF-8 bytes arrays."""
-        return {f: self._stored_column(f) for f in self.columns}
+        return {f: self.column(f) for f in self.columns}
 
     def row(self, n: int) -> dict:
-        return {f: (self[f][n] if f in TEXT else int(self.columns[f][n])) for f in (*TEXT, *NUMBERS)}
+        """Row n, decoding its text only (a group names a few documents of 10M: no column decoded whole)."""
+        return {f: (self.text(f, n) if f in TEXT else int(self.columns[f][n])) for f in (*TEXT, *NUMBERS)}
+
+    def text(self, field: str, n: int) -> str:
+        column = self.columns[field]
+        return column[n] if isinstance(column, list) else column[n].decode("utf-8", "surrogatepass")
 
     def take(self, index: np.ndarray) -> Catalog:
         index = np.asarray(index, np.int64)
@@ -128,31 +138,133 @@ class Catalog:
 
     def same(self, other: Catalog) -> bool:
         return all(self.columns[f] is other.columns[f] or
-                   np.array_equal(self._stored_column(f), other._stored_column(f))
+                   np.array_equal(self.column(f), other.column(f))
                    for f in self.columns)
 
     def fingerprint(self) -> str:
-        """A digest of every row: the shingle stage key changes when any id, stat, hash or liveness does. A text
-        column is digested as its stored buffer (fixed-width, NUL-padded UTF-8, which holds no trailing NUL)
-        with its width, narrowed to the longest value so that equal rows give equal digests: no Python object per
-        row."""
-        h = hashlib.blake2b(digest_size=16)
-        for f in TEXT:
-            column = np.ascontiguousarray(self._stored_column(f))
-            if len(column) and not column.view(np.uint8)[column.dtype.itemsize - 1::column.dtype.itemsize].any():
-                width = int(np.char.str_len(column).max())  # wider than its longest value: narrow it
-                column = column.astype(f"S{max(width, 1)}")
-            h.update(b"%d:%d\1" % (len(column), column.dtype.itemsize))
-            h.update(column.view(np.uint8))  # type: ignore[arg-type]  # a buffer: see store._read_npy
-        for f in NUMBERS:
-            h.update(np.ascontiguousarray(self.columns[f], np.int64).view(np.uint8))  # type: ignore[arg-type]
-        return h.hexdigest()
+        return fingerprint([self])
 
     def summary(self) -> dict:
-        live = self.live
-        return {"docs": int(live.sum()), "bytes": int(self["size"][live].sum()),
-                "shingles": int(self["shingles"][live].sum()), "short": int((self["shingles"][live] == 0).sum()),
-                "replaced": int(self["replaced"][live].sum())}
+        return summary([self])
+
+    def let_go(self) -> None:
+        """Drop the pages of its mapped columns from this process (a stage that read whole columns of 10M rows
+        would otherwise keep them in the client's RSS while the catalog is cached); touched again, they are read
+        again from the page cache."""
+        for column in self.columns.values():
+            _let_go(column)
+
+
+def _let_go(column) -> None:
+    base = column  # a mapped column: a view of np.frombuffer's array of a memoryview of the mmap (store.workdir)
+    while base is not None and not isinstance(base, mmap.mmap):
+        base = base.obj if isinstance(base, memoryview) else getattr(base, "base", None)
+    if base is not None and hasattr(mmap, "MADV_DONTNEED"):
+        base.madvise(mmap.MADV_DONTNEED)
+
+
+def _columns(segments, field: str):
+    """Each segment's column, its pages let go once the next is asked for (the kept rows of an index are mapped
+    from the last catalog: digested and copied whole, they would all stay in RSS)."""
+    for segment in segments:
+        if len(segment):
+            column = segment.column(field)
+            yield column
+            _let_go(column)
+
+
+class ShardRows:
+    """A new shard's catalog rows (Catalog.of_shard's) read from its stored columns one column at a time, so that
+    a run of 10M documents never holds its shards' columns together: `read` gives a stored column; live is 1;
+    added is this run, or (a rebuild) the run a document (id, sha) was first indexed in."""
+
+    def __init__(self, read, rows: int, added: dict[tuple[str, str], int], run: int):
+        self.read, self.rows, self.carried, self.run = read, rows, added, run
+
+    def __len__(self) -> int:
+        return self.rows
+
+    @property
+    def fields(self) -> tuple[str, ...]:  # in Catalog.of_shard's order
+        return (*TEXT, *SHARD_NUMBERS, "live", "added")
+
+    def column(self, field: str) -> np.ndarray:
+        if field == "live":
+            return np.ones(self.rows, np.int64)
+        if field == "added":
+            if not self.carried:
+                return np.full(self.rows, self.run, np.int64)
+            return Catalog.of_shard({f: self.read(f) for f in ("id", "sha", "size")}, self.carried,
+                                    self.run).columns["added"]
+        return self.read(field)
+
+
+# A catalog as segments: Catalog or ShardRows, in order, each with len() and column(field) in stored form. The
+# functions below go through them column by column, holding one segment's column at a time.
+
+
+def text_widths(segments) -> dict[str, tuple[int, int]]:
+    """For each text field, (the width its stored column takes: the widest segment's, as their concatenation
+    would; the longest value, at least 1)."""
+    widths = {}
+    for f in TEXT:
+        stored, longest = 1, 1
+        for column in _columns(segments, f):
+            stored, longest = max(stored, column.dtype.itemsize), max(longest, _longest(column))
+        widths[f] = stored, longest
+    return widths
+
+
+def _longest(column: np.ndarray) -> int:
+    """The length of the longest value of a non-empty bytes column (values hold no trailing NUL)."""
+    size = column.dtype.itemsize
+    if column.view(np.uint8)[size - 1::size].any():
+        return size
+    return int(np.char.str_len(column).max())
+
+
+def fingerprint(segments, widths: dict | None = None) -> str:
+    """A digest of every row: the shingle stage key changes when any id, stat, hash or liveness does. A text
+    column is digested as its stored buffer (fixed-width, NUL-padded UTF-8, which holds no trailing NUL)
+    with its width, narrowed to the longest value so that equal rows give equal digests: no Python object per
+    row. Segment by segment, the same digest as of their concatenation."""
+    widths = widths or text_widths(segments)
+    rows = sum(map(len, segments))
+    h = hashlib.blake2b(digest_size=16)
+    for f in TEXT:
+        width = widths[f][1] if rows else widths[f][0]
+        h.update(b"%d:%d\1" % (rows, width))
+        for column in _columns(segments, f):
+            h.update(np.ascontiguousarray(column, f"S{width}").view(np.uint8))  # type: ignore[arg-type]
+    for f in NUMBERS:
+        for column in _columns(segments, f):
+            h.update(np.ascontiguousarray(column, np.int64).view(np.uint8))  # type: ignore[arg-type]
+    return h.hexdigest()
+
+
+def summary(segments) -> dict:
+    total = dict.fromkeys(("docs", "bytes", "shingles", "short", "replaced"), 0)
+    for segment in segments:
+        live = segment.column("live").astype(bool)
+        shingles = segment.column("shingles")[live]
+        total["docs"] += int(live.sum())
+        total["bytes"] += int(segment.column("size")[live].sum())
+        total["shingles"] += int(shingles.sum())
+        total["short"] += int((shingles == 0).sum())
+        total["replaced"] += int(segment.column("replaced")[live].sum())
+    return total
+
+
+def stored_columns(segments, widths: dict | None = None):
+    """The columns to save (work.save_columns), each made segment by segment: text as UTF-8 bytes arrays as
+    wide as text_widths says, numbers as int64; in the order of the first segment's fields (of the only one with
+    rows, if one has)."""
+    widths = widths or text_widths(segments)
+    rows = sum(map(len, segments))
+    full = [segment for segment in segments if len(segment)]
+    for f in (full if len(full) == 1 else segments)[0].fields:  # in the order Catalog.concat would give
+        dtype = np.dtype(f"S{widths[f][0]}") if f in TEXT else np.dtype(np.int64)
+        yield f, dtype, rows, _columns(segments, f)
 
 
 def _concatenated(columns: list[np.ndarray]) -> np.ndarray:

@@ -10,7 +10,9 @@
                                        kept (a file over 2 MB, shingled as it streams: its distinct ones)
       shingle/part-00000.offsets.npy   int64 (n_docs + 1): document d is values[offsets[d]:offsets[d+1]]
       shingle/KEY.catalog.npz          one row per document of the listed shards, in order: its current id, size,
-                                       mtime_ns, inode, sha, live (false once deleted or changed), added (run)
+                                       mtime_ns, inode, sha, live (false once deleted or changed), added (run);
+                                       written a column at a time from the kept rows and the new shards' docs.npz
+                                       (save_columns), read by later stages a column at a time, mapped (StoredTable)
       shingle/KEY.binary.npz           the binary files skipped (id, size, mtime_ns, inode): not opened again unchanged
       signature/part-00000.npy         uint32 (n_docs, num_perm)
       band/part-00000.npy              uint64 (n_docs, bands)
@@ -73,6 +75,7 @@ import stat
 import sys
 import time
 import zipfile
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -133,13 +136,14 @@ def atomic_file(path: Path, mode: str = "wb"):
 _NPY_HEADER = re.compile(rb"\{'descr': '([<>|][a-zA-Z]\d*)', 'fortran_order': False, 'shape': \(([\d, ]*)\), \} *\n")
 
 
-def _read_npy(path: Path, mmap: bool) -> np.ndarray | None:
+def _read_npy(path: Path, mmap: bool, at: int = 0, size: int | None = None) -> np.ndarray | None:
     """An .npy file as np.load reads it (read-only when mapped), or None for a header this does not know (np.load
     then reads it). np.load parses each header with ast.literal_eval and wraps a map in np.memmap: slow per
-    file, and a stage that looks up rows in every shard of a million documents opens thousands of them."""
+    file, and a stage that looks up rows in every shard of a million documents opens thousands of them.
+    at, size: where the .npy lies in a larger file (a member of an uncompressed .npz: _table_members)."""
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
     try:
-        head = os.pread(fd, 256, 0)
+        head = os.pread(fd, 256, at)
         if head[:8] != b"\x93NUMPY\x01\x00" or len(head) < 10:
             return None
         start = 10 + int.from_bytes(head[8:10], "little")
@@ -149,8 +153,10 @@ def _read_npy(path: Path, mmap: bool) -> np.ndarray | None:
         dtype = np.dtype(match[1].decode())
         shape = tuple(int(n) for n in match[2].split(b",") if n.strip())
         count = int(np.prod(shape, dtype=np.int64))
-        if dtype.hasobject or os.fstat(fd).st_size != start + count * dtype.itemsize:
+        end = os.fstat(fd).st_size if size is None else at + size
+        if dtype.hasobject or end != at + start + count * dtype.itemsize:
             raise ValueError(f"{path}: truncated")
+        start += at
         if mmap and count:
             return np.frombuffer(mmap_module.mmap(fd, 0, access=mmap_module.ACCESS_READ), dtype, count,
                                  start).reshape(shape)
@@ -167,6 +173,105 @@ def _read_npy(path: Path, mmap: bool) -> np.ndarray | None:
         return array
     finally:
         os.close(fd)
+
+
+def _table_members(path: Path) -> dict[str, tuple[int, int, int]] | None:
+    """Where each array of an .npz lies in it, {name: (offset of its .npy, size, CRC-32)}, or None if one is
+    compressed (np.savez stores them uncompressed: np.load then reads it)."""
+    members = {}
+    with open(path, "rb") as f:
+        with zipfile.ZipFile(f) as z:
+            infos = z.infolist()
+        for info in infos:
+            if info.compress_type != zipfile.ZIP_STORED or not info.filename.endswith(".npy"):
+                return None
+            f.seek(info.header_offset)
+            local = f.read(30)  # the local header: its name and extra field lengths say where the data starts
+            if len(local) < 30 or local[:4] != b"PK\x03\x04":
+                raise zipfile.BadZipFile(f"{path}: bad member header")
+            name, extra = int.from_bytes(local[26:28], "little"), int.from_bytes(local[28:30], "little")
+            members[info.filename[:-4]] = (info.header_offset + 30 + name + extra, info.file_size, info.CRC)
+    return members
+
+
+class NpyRows:
+    """A stored 1-D .npy array read only where it is indexed (a pread of each run of consecutive indices), nothing
+    mapped: a map brings in the kernel's fault-around (64 KB of the file) about each page touched, all counted in
+    the process's RSS; the client gathering the sets of 2,811 documents from the maps of 250 shards grew by
+    200 MB. Indexing by an int array gives a new array, as a map would."""
+
+    def __init__(self, path: Path, start: int, dtype: np.dtype, rows: int):
+        self.path, self.start, self.dtype, self.rows = path, start, dtype, rows
+        self.shape = (rows,)
+
+    def __len__(self) -> int:
+        return self.rows
+
+    def __getitem__(self, index) -> np.ndarray:
+        index = np.asarray(index, np.int64)
+        out = np.empty(len(index), self.dtype)
+        if not len(index):
+            return out
+        if index.min() < 0 or index.max() >= self.rows:
+            raise IndexError(f"{self.path}: rows out of range")
+        cut = np.flatnonzero(np.diff(index) != 1) + 1
+        firsts, lasts = index[np.r_[0, cut]].tolist(), index[np.r_[cut - 1, len(index) - 1]].tolist()
+        size = self.dtype.itemsize
+        view = memoryview(out).cast("B")  # type: ignore[arg-type]
+        fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        try:
+            at = 0
+            for first, last in zip(firsts, lasts):
+                want = (last - first + 1) * size
+                if os.preadv(fd, [view[at:at + want]], self.start + first * size) != want:
+                    raise EOFError(f"{self.path}: truncated")
+                at += want
+        finally:
+            os.close(fd)
+        return out
+
+
+@contextlib.contextmanager
+def _reading_table(path: Path, stage: str):
+    """A table's damage as one line that says what to do."""
+    try:
+        yield
+    except FileNotFoundError:
+        raise WorkDirError(f"{path}: missing; re-run the {stage} stage (or use --force)") from None
+    except (ValueError, OSError, EOFError, KeyError, zipfile.BadZipFile):  # .npz is a zip: damage shows there
+        raise WorkDirError(f"{path}: corrupt or truncated; re-run the {stage} stage (or use --force)") from None
+
+
+class StoredTable:
+    """A table save_table wrote, read one column at a time (where each lies is parsed once): a catalog of 10M
+    rows is summed, digested and copied column by column and shard by shard, never held whole."""
+
+    def __init__(self, path: Path, stage: str):
+        self.path, self.stage = path, stage
+        with _reading_table(path, stage):
+            self.members = _table_members(path)
+            if self.members is None:
+                with np.load(path, allow_pickle=False) as data:
+                    self.fields = list(data.files)
+            else:
+                self.fields = list(self.members)
+
+    def read(self, field: str, mmap: bool = False) -> np.ndarray:
+        """One column, its CRC checked as np.load checks it; mapped read-only (mmap), unchecked: its pages are
+        read only as they are touched (a bit flipped in a mapped column goes unnoticed, as in any .npy map)."""
+        with _reading_table(self.path, self.stage):
+            at, size, crc = self.members[field] if self.members is not None else (0, 0, 0)
+            array = None if self.members is None else _read_npy(self.path, mmap, at, size)
+            if array is None:
+                with np.load(self.path, allow_pickle=False) as data:
+                    return data[field]
+            if not mmap:
+                with open(self.path, "rb") as f:
+                    f.seek(at)
+                    head = f.read(size - array.nbytes)
+                if zlib.crc32(array.reshape(-1).view(np.uint8), zlib.crc32(head)) != crc:  # type: ignore[arg-type]
+                    raise ValueError(f"{self.path}: {field}: CRC mismatch")
+            return array
 
 
 def _is_marker(path: Path) -> bool:
@@ -433,6 +538,25 @@ class WorkDir:
         except (ValueError, OSError, EOFError):
             raise WorkDirError(f"{path}: corrupt or truncated; re-run the {stage} stage (or use --force)") from None
 
+    def array_rows(self, path: Path, stage: str) -> NpyRows | np.ndarray:
+        """A stored 1-D array to read a few rows of (NpyRows), or, in a format NpyRows does not read, the array."""
+        try:
+            with open(path, "rb") as f:
+                head = f.read(256)
+            match = _NPY_HEADER.fullmatch(head[10:10 + int.from_bytes(head[8:10], "little")])
+            if head[:8] == b"\x93NUMPY\x01\x00" and match is not None:
+                shape = tuple(int(n) for n in match[2].split(b",") if n.strip())
+                dtype, start = np.dtype(match[1].decode()), 10 + int.from_bytes(head[8:10], "little")
+                if len(shape) == 1 and not dtype.hasobject:
+                    if path.stat().st_size != start + shape[0] * dtype.itemsize:
+                        raise ValueError(f"{path}: truncated")
+                    return NpyRows(path, start, dtype, shape[0])
+        except FileNotFoundError:
+            raise WorkDirError(f"{path}: missing; re-run the {stage} stage (or use --force)") from None
+        except (ValueError, OSError):
+            raise WorkDirError(f"{path}: corrupt or truncated; re-run the {stage} stage (or use --force)") from None
+        return self.load_array(path, stage, mmap=True)
+
     def save_jsonl(self, path: Path, records) -> None:
         with atomic_file(path, "w") as f:
             for record in records:
@@ -476,14 +600,26 @@ class WorkDir:
         with atomic_file(path) as f:
             np.savez(f, **columns)
 
-    def load_table(self, path: Path, stage: str) -> dict:
-        try:
-            with np.load(path, allow_pickle=False) as data:
-                return {f: data[f] for f in data.files}
-        except FileNotFoundError:
-            raise WorkDirError(f"{path}: missing; re-run the {stage} stage (or use --force)") from None
-        except (ValueError, OSError, EOFError, KeyError, zipfile.BadZipFile):  # .npz is a zip: damage shows there
-            raise WorkDirError(f"{path}: corrupt or truncated; re-run the {stage} stage (or use --force)") from None
+    def save_columns(self, path: Path, columns) -> None:
+        """The .npz save_table writes, from columns (name, dtype, rows, parts) whose parts (arrays, cast to
+        dtype) are made one at a time: a table larger than memory is written holding one part."""
+        with atomic_file(path) as f, zipfile.ZipFile(f, "w", zipfile.ZIP_STORED, allowZip64=True) as z:
+            for name, dtype, rows, parts in columns:
+                with z.open(name + ".npy", "w", force_zip64=True) as out:  # as np.savez opens each member
+                    header = np.lib.format.header_data_from_array_1_0(np.empty(0, dtype))
+                    np.lib.format.write_array_header_1_0(out, {**header, "shape": (rows,)})
+                    written = 0
+                    for part in parts:
+                        part = np.ascontiguousarray(part, dtype)
+                        out.write(part.view(np.uint8))  # type: ignore[call-overload]  # a buffer
+                        written += len(part)
+                    if written != rows:
+                        raise ValueError(f"{path}: column {name} has {written} rows, not {rows}")
+
+    def load_table(self, path: Path, stage: str, mmap: bool = False) -> dict:
+        """The arrays save_table wrote; mapped read-only (mmap): a column's pages are read only if touched."""
+        table = StoredTable(path, stage)
+        return {f: table.read(f, mmap) for f in table.fields}
 
     def save_json(self, path: Path, obj) -> None:
         with atomic_file(path, "w") as f:
