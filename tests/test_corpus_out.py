@@ -379,6 +379,27 @@ def test_a_quoted_glob_pattern_names_the_shards(tmp_path):
     assert r.exit_code != 0 and r.stderr.strip().endswith("no file matches this pattern")
 
 
+@pytest.mark.parametrize("kind", ["", "gz", "xz"])
+def test_the_keeper_of_records_is_decided_by_their_shard_not_by_when_it_was_read(tmp_path, kind):
+    """"oldest" (a default rule) compares the shards' own modification times; a compressed shard is read from a
+    decompressed copy in the work dir, made whenever a run gets to it, and its time must not decide (it made the
+    keeper of a copy pair depend on the machine's load). The older shard's copy keeps, listed or by pattern, and
+    again when the shards' ages are swapped."""
+    text = " ".join(random.Random(5).choice(["alpha", "beta", "gamma", "delta", "omega", "sigma"]) for _ in range(80))
+    shards = write_shards(tmp_path / "shards", kind, [[{"id": "b", "text": text}] + records(5, seed=1, prefix="p"),
+                                                      [{"id": "a", "text": text}] + records(5, seed=2, prefix="q")])
+    for older, newer, keeper in ((0, 1, "b"), (1, 0, "a")):
+        os.utime(shards[older], ns=(1_000_000_000 * 10**9,) * 2)
+        os.utime(shards[newer], ns=(1_500_000_000 * 10**9,) * 2)
+        for args in ([str(p) for p in shards], [str(tmp_path / "shards" / "*.jsonl*")]):
+            r = invoke("-w", tmp_path / f"w{older}{len(args)}", "run", "--jsonl", *args, "--min-shingles", 1,
+                       "--groups", "--format", "jsonl")
+            assert r.exit_code == 0, r.stderr
+            [group] = [g for g in map(json.loads, r.stdout.splitlines())
+                       if g["type"] == "group" and {m["id"] for m in g["members"]} == {"a", "b"}]
+            assert group["keeper"] == keeper, (older, args)
+
+
 @pytest.mark.parametrize("kind", ["jsonl", "parquet"])
 def test_the_corpus_does_not_depend_on_jobs(tmp_path, kind):
     data = records(90, seed=17)
@@ -397,7 +418,7 @@ def test_the_corpus_does_not_depend_on_jobs(tmp_path, kind):
     assert written[0] == written[1] and len(written[0]) == 3
 
 
-@pytest.mark.parametrize("kind", ["jsonl", "parquet"])
+@pytest.mark.parametrize("kind", ["jsonl", "jsonl.gz", "jsonl.zst", "parquet"])
 def test_records_of_a_reference_file_are_references_never_dupes(tmp_path, kind):
     """--reference with records: their ids are not paths, so the file each came from decides. Two copies inside
     the reference file and a third in the input: only the input's copy is a dupe; the reference records keep."""
@@ -406,14 +427,14 @@ def test_records_of_a_reference_file_are_references_never_dupes(tmp_path, kind):
                                                                                    {"id": "x2", "text": "other " * 40}]}
     paths = {}
     for name, recs in rows.items():
-        if kind == "jsonl":
-            paths[name] = tmp_path / f"{name}.jsonl"
-            paths[name].write_text("".join(json.dumps(r) + "\n" for r in recs))
+        if kind.startswith("jsonl"):  # a compressed one is read from its decompressed copy in the work dir
+            paths[name] = tmp_path / f"{name}.{kind}"
+            paths[name].write_bytes(_compress(kind[6:], "".join(json.dumps(r) + "\n" for r in recs).encode()))
         else:
             pa, pq = pytest.importorskip("pyarrow"), pytest.importorskip("pyarrow.parquet")
             paths[name] = tmp_path / f"{name}.parquet"
             pq.write_table(pa.table({"id": [r["id"] for r in recs], "text": [r["text"] for r in recs]}), paths[name])
-    flag = "--jsonl" if kind == "jsonl" else "--parquet"
+    flag = "--jsonl" if kind.startswith("jsonl") else "--parquet"
     dupes = invoke("-w", tmp_path / "w", "run", flag, paths["new"], "--reference", paths["ref"], "--min-shingles", 1,
                    "--print", "dupes")
     assert dupes.exit_code == 0, dupes.stderr

@@ -39,7 +39,19 @@ from ..store.catalog import (
 )
 from ..store.manifest import ShingleRecord, ShingleStats
 from ..store.workdir import StoredTable, WorkDir
-from ..text.inputs import SAME_FILE, ListedFiles, PackedItems, cut_columns, cuts_of, list_items, partition, under
+from ..text.inputs import (
+    SAME_FILE,
+    ListedFiles,
+    PackedItems,
+    cut_columns,
+    cuts_of,
+    is_pattern,
+    list_items,
+    parquet_files,
+    partition,
+    shards_matching,
+    under,
+)
 from ..text.read import first_record_fields, format_notes, missing_extras_note, read_documents, time_limited_task
 from ..text.shingles import shingle_documents
 from ..wording import plural
@@ -455,9 +467,12 @@ def load_docs(work: WorkDir, shingle_record: ShingleRecord | None = None) -> Doc
 def _record_files(references: list[str], cwd: str, source: SourceParams) -> set[tuple[int, int]]:
     """(inode, mtime_ns) of the record files under the --reference paths (as the catalog's rows of their records
     keep them); files that are gone since are left out, so their records are no longer references."""
-    paths = [p if os.path.isabs(p) or p == "-" else os.path.join(cwd, p) for p in references]
-    try:
-        items = list_items([p for p in paths if p != "-"], source).items
-    except InputError:  # a reference that has vanished: none of its records can be told apart any more
-        return set()
-    return {(item.inode, item.mtime_ns) for item in items}
+    found: set[tuple[int, int]] = set()
+    for path in (p if os.path.isabs(p) else os.path.join(cwd, p) for p in references if p != "-"):
+        try:  # a stat of each file, as its rows keep it (text.inputs: a compressed file's own, not its copy's)
+            files = (shards_matching(path) if is_pattern(path) else
+                     parquet_files(path) if source.parquet else [path])
+            found.update((st.st_ino, st.st_mtime_ns) for st in map(os.stat, files))
+        except (InputError, OSError):  # a reference that has vanished: its records can no longer be told apart
+            continue
+    return found

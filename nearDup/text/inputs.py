@@ -429,6 +429,8 @@ def _jsonl_items(arg: str, params: SourceParams, stdin, spool, cuts: dict[str, C
     (spool), so that partitions can be read in parallel by seeking. cuts: earlier cuts (Cut), reused for a file
     whose size, mtime and inode are unchanged; made: gets the cut of each file listed."""
     label = arg
+    origin = None  # a compressed file's own stat: its records' mtime and inode (keeper rules, --reference), not
+    # those of its decompressed copy, made whenever a run first gets to it
     if arg == "-" or compression(arg):
         if spool is None:
             raise InputError(f"{arg}: JSONL from stdin or compressed needs a work dir")
@@ -438,6 +440,11 @@ def _jsonl_items(arg: str, params: SourceParams, stdin, spool, cuts: dict[str, C
             raise InputError(f"{arg}: cannot read ({e.strerror})") from None
         except EOFError:
             raise InputError(f"{arg}: truncated or corrupt {compression(arg)} file") from None
+        if arg != "-":
+            try:
+                origin = os.stat(arg)
+            except OSError as e:
+                raise InputError(f"{arg}: cannot read ({e.strerror})") from None
     else:
         path = arg
     cut = (cuts or {}).get(path)
@@ -450,9 +457,9 @@ def _jsonl_items(arg: str, params: SourceParams, stdin, spool, cuts: dict[str, C
                                           params.partition_bytes):
             if made is not None:
                 made[path] = cut
+            mtime_ns, inode = (origin or st).st_mtime_ns, (origin or st).st_ino
             for start, end, line in cut.ranges.tolist():
-                yield Item("jsonl", path, f"{label}:{line:012d}", st.st_size, st.st_mtime_ns, start, end, line,
-                           st.st_ino)
+                yield Item("jsonl", path, f"{label}:{line:012d}", st.st_size, mtime_ns, start, end, line, inode)
             return
     st, data = _read_jsonl_file(arg, path)
     encoding = next((encoding for bom, encoding in BOMS if data.startswith(bom)), "utf-8")
@@ -469,14 +476,14 @@ def _jsonl_items(arg: str, params: SourceParams, stdin, spool, cuts: dict[str, C
     if len(data) and data[-1:] != b"\n":
         ends = np.r_[ends, len(data)]
     start, line, ranges = 0, 0, []
+    mtime_ns, inode = (origin or st).st_mtime_ns, (origin or st).st_ino
     while line < len(ends):
         stop = min(line + params.partition_docs, len(ends))
         limit = np.searchsorted(ends, start + params.partition_bytes, side="right")
         stop = max(line + 1, min(stop, int(limit)))
         end = int(ends[stop - 1])
         ranges.append((start, end, line + 1))
-        yield Item("jsonl", path, f"{label}:{line + 1:012d}", st.st_size, st.st_mtime_ns, start, end, line + 1,
-                   st.st_ino)
+        yield Item("jsonl", path, f"{label}:{line + 1:012d}", st.st_size, mtime_ns, start, end, line + 1, inode)
         start, line = end, stop
     if made is not None and encoding == "utf-8":  # (a converted copy is cut anew: its source is another file)
         made[path] = Cut(st.st_size, st.st_mtime_ns, st.st_ino, params.partition_docs, params.partition_bytes,
