@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 from .. import __version__
 from ..config import FORMAT, default_jobs
 from ..errors import EngineError, ParameterError
+from .local import keep_freed_memory
 from .progress import _progress_bar
 
 # The cluster that local:N starts (its scheduler and nannies in this process, its workers spawned with this config).
@@ -26,8 +27,14 @@ from .progress import _progress_bar
 # s over the three processes, these 0.1 s (measured with 2 workers; bench/RESULTS.md, "Dask engine").
 LOCAL_CLUSTER_CONFIG = {
     # Dask's nannies give workers MALLOC_TRIM_THRESHOLD_=65536: glibc then maps and unmaps every large numpy
-    # array, which slows the shingle and signature kernels (README). Not for our workers.
+    # array, which slows the shingle and signature kernels (README). Not for our workers, which set the malloc of
+    # the embedded engine's forked workers when they start (dask_setup below).
     "distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None,
+    "distributed.worker.preload": [__name__],
+    # One malloc arena for all threads (as keep_freed_memory's M_ARENA_MAX), from the worker's start: set by
+    # dask_setup, the threads Dask started by then keep arenas of their own, and a task's thread may share one of
+    # those, which return freed memory to the kernel (40k page faults a worker at 100k documents against 25k)
+    "distributed.nanny.pre-spawn-environ.MALLOC_ARENA_MAX": "1",
     # The statistical profiler samples every worker thread's stack each 10 ms, for a dashboard nobody opens here.
     "distributed.worker.profile.enabled": False,
     # The event loops' health check (it only logs a blocked loop) every 20 ms in each of the three servers.
@@ -168,18 +175,22 @@ class DaskEngine:
         with warnings.catch_warnings():  # the tasks are the data (each partition's list of files), by design
             warnings.filterwarnings("ignore", message="Sending large graph")
             futures = self.client.map(fn, tasks, key=keys, pure=False)
+        # Each result is fetched once, as its task completes: Future.result() fetches it from the cluster at every
+        # call, and a gather of them all at the end fetched every result a second time (the shingle tasks' catalog
+        # columns, ~150 bytes a document).
+        results: list = [None] * len(tasks)
         try:
             for future in as_completed(futures, loop=self.client.loop):  # not the default client: we set none
+                i = index[future.key]
                 if future.status != "finished":
                     self._fail(future, desc or fn.__name__)
-                bar.done(index[future.key], future.result() if future.status == "finished" else None)
-            try:
-                return self.client.gather(futures)
-            except Exception:  # a finished result lost with its worker, and its re-run failed
-                for future in futures:
-                    if future.status != "finished":
-                        self._fail(future, desc or fn.__name__)
-                raise
+                try:
+                    results[i] = future.result()
+                except Exception:  # a finished result lost with its worker, and its re-run failed
+                    self._fail(future, desc or fn.__name__)
+                    raise
+                bar.done(i, results[i])
+            return results
         finally:
             bar.close()
             with contextlib.suppress(Exception):  # forget them on the cluster (and stop the rest after a failure)
@@ -215,6 +226,15 @@ class DaskEngine:
         if self.started is not None:
             with contextlib.suppress(Exception):
                 self.started.close()
+
+
+def dask_setup(worker) -> None:
+    """Run by each worker of local:N as it starts (distributed.worker.preload): glibc's malloc as in the embedded
+    engine's forked workers (local.keep_freed_memory). Without it a spawned worker took 14x the page faults of a
+    forked one at 1M documents, and 2.9x its system time (bench/RESULTS.md, "Where the Dask workers' system time
+    went"). Set here, not as MALLOC_* variables of the nannies' pre-spawn-environ: a nanny writes those into its
+    own process's environment, the client's, whose later children (a `dask worker`) would inherit them."""
+    keep_freed_memory()
 
 
 def _worker_facts(probe: str | None) -> dict:
