@@ -308,6 +308,25 @@ def test_each_result_crosses_from_its_worker_once(local_cluster):
     assert 6 << 20 <= sent < 7 << 20  # 12 MB before
 
 
+def _touch(path: str) -> str:
+    Path(path).touch()
+    return path
+
+
+def test_a_stream_of_tasks_starts_on_the_workers_while_it_is_produced(tmp_path, local_cluster):
+    """A stream (a folder being listed) is submitted as it goes: its first task runs before the stream ends. It was
+    made a list first, so a listing of 1M files (4.5 s) passed before the workers had anything to do."""
+    first, second = str(tmp_path / "first"), str(tmp_path / "second")
+
+    def stream():
+        yield first
+        wait_for(lambda: os.path.exists(first), 10, "the first task")  # on a worker, before the stream ends
+        yield second
+
+    with distributed.Client(local_cluster.scheduler_address, set_as_default=False) as client:
+        assert DaskEngine(client, local_cluster.scheduler_address).map(_touch, stream()) == [first, second]
+
+
 def test_stages_chained_on_a_cluster_resume_from_the_embedded_run(corpus, tmp_path, local_cluster):
     """Any stage can run on the cluster over a work dir the embedded engine started, and the reverse."""
     folder, _ = corpus

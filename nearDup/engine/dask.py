@@ -48,6 +48,9 @@ LOCAL_CLUSTER_CONFIG = {
 }
 
 
+SUBMIT_EVERY = 0.05  # seconds: a stream of tasks is submitted in batches at most this far apart
+
+
 class DaskEngine:
     """Runs tasks on a Dask cluster, through a distributed.Client.
 
@@ -161,35 +164,63 @@ class DaskEngine:
 
     def map(self, fn: Callable, tasks: Iterable, desc: str = "", sizes: Sequence[int] | None = None,
             unit: str = "part", docs: Sequence[int] | None = None, nbytes: Sequence[int] | None = None) -> list:
-        """[fn(t) for t in tasks] on the cluster's workers; progress as in LocalEngine.map (a stream of tasks is
-        produced first, then submitted)."""
-        tasks = tasks if isinstance(tasks, Sequence) else list(tasks)
-        if not tasks:
-            return []
+        """[fn(t) for t in tasks] on the cluster's workers; progress as in LocalEngine.map. A stream of tasks (a
+        folder being listed) is submitted as it is produced, so the workers start while the client lists: listing
+        1M files took 4.5 CPU s, all of it before the first task when the stream was made a list first."""
         from distributed import as_completed
 
+        stage = desc or fn.__name__
         run = uuid.uuid4().hex[:12]  # fresh keys: a result is never taken from another run or stage
-        keys = [f"neardup-{desc or fn.__name__}-{i:06d}-{run}" for i in range(len(tasks))]
-        index = {key: i for i, key in enumerate(keys)}
-        bar = _progress_bar(self.progress, desc, sizes, unit, len(tasks), docs, nbytes)
-        with warnings.catch_warnings():  # the tasks are the data (each partition's list of files), by design
-            warnings.filterwarnings("ignore", message="Sending large graph")
-            futures = self.client.map(fn, tasks, key=keys, pure=False)
+        count = len(tasks) if isinstance(tasks, Sequence) else None  # None: a stream
+        bar = _progress_bar(self.progress, desc, sizes, unit, count, docs, nbytes)
+        futures: list = []
         # Each result is fetched once, as its task completes: Future.result() fetches it from the cluster at every
         # call, and a gather of them all at the end fetched every result a second time (the shingle tasks' catalog
         # columns, ~150 bytes a document).
-        results: list = [None] * len(tasks)
+        results: list = []
+        index: dict = {}
+        completed = as_completed(loop=self.client.loop)  # not the default client's loop: we set none
+
+        def take(future) -> None:
+            i = index[future.key]
+            if future.status != "finished":
+                self._fail(future, stage)
+            try:
+                results[i] = future.result()
+            except Exception:  # a finished result lost with its worker, and its re-run failed
+                self._fail(future, stage)
+                raise
+            bar.done(i, results[i])
+
+        def submit(batch: list) -> None:
+            keys = [f"neardup-{stage}-{i:06d}-{run}" for i in range(len(futures), len(futures) + len(batch))]
+            index.update((key, i) for i, key in enumerate(keys, len(futures)))
+            with warnings.catch_warnings():  # the tasks are the data (each partition's list of files), by design
+                warnings.filterwarnings("ignore", message="Sending large graph")
+                submitted = self.client.map(fn, batch, key=keys, pure=False)
+            futures.extend(submitted)
+            results.extend([None] * len(batch))
+            completed.update(submitted)
+            batch.clear()
+
         try:
-            for future in as_completed(futures, loop=self.client.loop):  # not the default client: we set none
-                i = index[future.key]
-                if future.status != "finished":
-                    self._fail(future, desc or fn.__name__)
-                try:
-                    results[i] = future.result()
-                except Exception:  # a finished result lost with its worker, and its re-run failed
-                    self._fail(future, desc or fn.__name__)
-                    raise
-                bar.done(i, results[i])
+            batch: list = []
+            last = 0.0
+            for task in tasks:
+                batch.append(task)
+                # a stream's tasks go in batches at most 0.05 s apart (one graph a batch, not one a task)
+                if count is not None or time.monotonic() - last < SUBMIT_EVERY:
+                    continue
+                submit(batch)
+                last = time.monotonic()
+                while completed.has_ready():  # progress while the stream goes on
+                    for future in completed.next_batch(block=False):
+                        take(future)
+            if batch:
+                submit(batch)
+            bar.settle(len(futures))
+            for future in completed:
+                take(future)
             return results
         finally:
             bar.close()
