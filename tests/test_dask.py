@@ -327,6 +327,31 @@ def test_a_stream_of_tasks_starts_on_the_workers_while_it_is_produced(tmp_path, 
         assert DaskEngine(client, local_cluster.scheduler_address).map(_touch, stream()) == [first, second]
 
 
+def test_local_n_starts_its_cluster_while_the_client_lists(tmp_path, monkeypatch):
+    """local:N's cluster (2.1 s of wall: spawned workers that import Dask) starts while the first stage's stream
+    is produced: here it may not start until the stream has ended. It used to start before connect returned."""
+    import threading
+
+    listed, real = threading.Event(), distributed.LocalCluster
+
+    def cluster(*args, **kwargs):
+        assert listed.wait(10), "the cluster was started before the listing"
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(distributed, "LocalCluster", cluster)
+    files = [str(tmp_path / name) for name in "ab"]
+
+    def stream():
+        yield from files
+        listed.set()
+
+    engine = DaskEngine.connect("local:1", None, workdir=tmp_path)
+    try:
+        assert engine.map(_touch, stream()) == files
+    finally:
+        engine.close()
+
+
 def test_stages_chained_on_a_cluster_resume_from_the_embedded_run(corpus, tmp_path, local_cluster):
     """Any stage can run on the cluster over a work dir the embedded engine started, and the reverse."""
     folder, _ = corpus

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    pass
+    import concurrent.futures
 from .. import __version__
 from ..config import FORMAT, default_jobs
 from ..errors import EngineError, ParameterError
@@ -64,7 +64,15 @@ class DaskEngine:
 
     def __init__(self, client, address: str, progress: bool = False, started=None):
         # started: the distributed.LocalCluster this engine started (local:N), which close() stops
-        self.client, self.address, self.progress, self.started = client, address, progress, started
+        self._client, self.address, self.progress, self.started = client, address, progress, started
+        self._starting: concurrent.futures.Future | None = None  # local:N being started (start_local)
+        self._log: Callable[[str], None] = lambda message: None
+
+    @property
+    def client(self):
+        """The distributed.Client (for local:N, once its cluster has started)."""
+        self._ready()
+        return self._client
 
     @classmethod
     def connect(cls, scheduler: str | None, scheduler_file: str | None, progress: bool = False,
@@ -82,27 +90,19 @@ class DaskEngine:
         # Errors reach the user as nearDup's one line; Dask's own log lines (reconnecting, a worker restarted)
         # belong in the scheduler's and workers' logs, not on the client's stderr.
         logging.getLogger("distributed").setLevel(logging.CRITICAL)
-        started = None
         if scheduler is not None and (scheduler == "local" or scheduler.startswith("local:")):
-            workers = _local_workers(scheduler)
-            with dask.config.set(LOCAL_CLUSTER_CONFIG):
-                started = distributed.LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                                                   dashboard_address=":0", silence_logs=logging.CRITICAL)
-            address = started.scheduler_address
-        elif scheduler is not None:
+            return cls.start_local(_local_workers(scheduler), progress, workdir, log, timeout)
+        if scheduler is not None:
             address = _checked_address(scheduler)
         else:
             assert scheduler_file is not None  # make_engine gives one of the two
             address = _read_scheduler_file(scheduler_file, timeout)
         try:
-            client = distributed.Client(started if started is not None else address, timeout=timeout,
-                                        set_as_default=False)
+            client = distributed.Client(address, timeout=timeout, set_as_default=False)
         except (OSError, TimeoutError) as e:
-            if started is not None:
-                started.close()
             raise EngineError(f"cannot connect to the Dask scheduler at {address} ({_one_line(e)}); start one "
                               f"with `dask scheduler`, or check the address") from None
-        engine = cls(client, address, progress, started)
+        engine = cls(client, address, progress)
         try:
             engine.check(workdir, timeout, log)
         except BaseException:
@@ -110,12 +110,59 @@ class DaskEngine:
             raise
         return engine
 
+    @classmethod
+    def start_local(cls, workers: int, progress: bool, workdir: str | os.PathLike | None,
+                    log: Callable[[str], None], timeout: float) -> DaskEngine:
+        """local:N: a LocalCluster of N worker processes of one thread, started in a thread of its own while this
+        one goes on (lists the inputs), and waited for when the engine is first needed (map, client). Starting
+        one took 2.1 s of wall (spawned workers that import Dask), before the listing began."""
+        engine = cls(None, f"local:{workers}", progress)
+        engine._log = log
+        notes: list[str] = []  # check's lines, logged by the thread that waits (not amid a progress bar)
+
+        def start() -> list[str]:
+            import dask
+            import distributed
+
+            with dask.config.set(LOCAL_CLUSTER_CONFIG):
+                engine.started = distributed.LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                                                          dashboard_address=":0", silence_logs=logging.CRITICAL)
+            engine.address = engine.started.scheduler_address
+            engine._client = distributed.Client(engine.started, timeout=timeout, set_as_default=False)
+            engine.check(workdir, timeout, notes.append)
+            return notes
+
+        import concurrent.futures
+
+        pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="neardup-local-cluster")
+        engine._starting = pool.submit(start)
+        pool.shutdown(wait=False)
+        return engine
+
+    def _ready(self) -> None:
+        """Wait for local:N's cluster (start_local) if it is being started; its failure is raised here."""
+        starting = self._starting
+        if starting is None:
+            return
+        try:
+            notes = starting.result()
+        except BaseException:  # its error, or Ctrl-C while waiting: close waits for the start, then stops it
+            self.close()
+            raise
+        self._starting = None
+        for note in notes:
+            self._log(note)
+
+    def _starts(self) -> bool:
+        """Whether local:N's cluster is still being started."""
+        return self._starting is not None and not self._starting.done()
+
     def check(self, workdir: str | os.PathLike | None, timeout: float,
               log: Callable[[str], None] = lambda message: None) -> None:
         """Before any work: at least one worker; every worker imports this nearDup and sees the work dir at the
         same absolute path; client, scheduler and workers run the same versions of Dask's packages."""
         try:
-            self.client.wait_for_workers(1, timeout=timeout)
+            self._client.wait_for_workers(1, timeout=timeout)
         except (TimeoutError, OSError):
             raise EngineError(f"no Dask workers joined the scheduler at {self.address} within {timeout:g} s; start "
                               f"some with `dask worker {self.address}`") from None
@@ -124,7 +171,7 @@ class DaskEngine:
             probe = Path(workdir).absolute() / f".worker-probe-{uuid.uuid4().hex}"
             probe.write_text("")
         try:
-            answers = self.client.run(_worker_facts, str(probe) if probe else None, on_error="return")
+            answers = self._client.run(_worker_facts, str(probe) if probe else None, on_error="return")
         finally:
             if probe is not None:
                 probe.unlink(missing_ok=True)
@@ -147,14 +194,14 @@ class DaskEngine:
         with warnings.catch_warnings():  # newer distributed only warns about mismatches; here they are an error
             warnings.simplefilter("ignore")
             try:
-                versions = self.client.get_versions(check=True)
+                versions = self._client.get_versions(check=True)
             except ValueError:  # older distributed raises on mismatches
-                versions = self.client.get_versions()
+                versions = self._client.get_versions()
         mismatched = _mismatches(versions)
         if mismatched:
             raise EngineError(f"the Dask cluster at {self.address} runs other versions than this client: "
                               f"{'; '.join(mismatched)}; install the same versions everywhere")
-        threads = sum(self.client.nthreads().values())
+        threads = sum(self._client.nthreads().values())
         log(f"dask: {len(answers)} workers ({threads} threads) at {self.address}")
         trimmed = [a["malloc_trim"] for a in answers.values() if a.get("malloc_trim")]
         if trimmed:
@@ -179,7 +226,7 @@ class DaskEngine:
         # columns, ~150 bytes a document).
         results: list = []
         index: dict = {}
-        completed = as_completed(loop=self.client.loop)  # not the default client's loop: we set none
+        completed = None  # made at the first submit, when the cluster is there
 
         def take(future) -> None:
             i = index[future.key]
@@ -193,6 +240,9 @@ class DaskEngine:
             bar.done(i, results[i])
 
         def submit(batch: list) -> None:
+            nonlocal completed
+            if completed is None:
+                completed = as_completed(loop=self.client.loop)  # not the default client's loop: we set none
             keys = [f"neardup-{stage}-{i:06d}-{run}" for i in range(len(futures), len(futures) + len(batch))]
             index.update((key, i) for i, key in enumerate(keys, len(futures)))
             with warnings.catch_warnings():  # the tasks are the data (each partition's list of files), by design
@@ -209,23 +259,24 @@ class DaskEngine:
             for task in tasks:
                 batch.append(task)
                 # a stream's tasks go in batches at most 0.05 s apart (one graph a batch, not one a task)
-                if count is not None or time.monotonic() - last < SUBMIT_EVERY:
+                if count is not None or time.monotonic() - last < SUBMIT_EVERY or self._starts():
                     continue
                 submit(batch)
                 last = time.monotonic()
-                while completed.has_ready():  # progress while the stream goes on
+                while completed is not None and completed.has_ready():  # progress while the stream goes on
                     for future in completed.next_batch(block=False):
                         take(future)
             if batch:
                 submit(batch)
             bar.settle(len(futures))
-            for future in completed:
+            for future in completed or ():
                 take(future)
             return results
         finally:
             bar.close()
-            with contextlib.suppress(Exception):  # forget them on the cluster (and stop the rest after a failure)
-                self.client.cancel(futures)
+            if futures:
+                with contextlib.suppress(Exception):  # forget them on the cluster (and stop the rest after a failure)
+                    self.client.cancel(futures)
 
     def _fail(self, future, stage: str) -> None:
         """Raise the error of a future that did not finish, unless it finishes after all."""
@@ -248,12 +299,19 @@ class DaskEngine:
         raise error  # a NearDupError says what to do; anything else is a bug, as with the local engine
 
     def finish(self) -> None:
-        """The run's work is done (the connection is closed with close())."""
+        """The run's work is done (the connection is closed with close()); a local:N cluster that no stage
+        needed has started, and said so, all the same."""
+        self._ready()
 
     def close(self) -> None:
         """Disconnect; and stop the workers and scheduler if this engine started them (local:N)."""
+        starting, self._starting = self._starting, None
+        if starting is not None:  # wait for what it starts, to stop it
+            with contextlib.suppress(BaseException):
+                starting.result()
         with contextlib.suppress(Exception):
-            self.client.close()
+            if self._client is not None:
+                self._client.close()
         if self.started is not None:
             with contextlib.suppress(Exception):
                 self.started.close()
