@@ -279,7 +279,7 @@ def _reused_memory_faults() -> int:
 
 def test_the_workers_local_n_starts_reuse_freed_memory(tmp_path):
     """The spawned workers of local:N allocate as the embedded engine's forked ones (keep_freed_memory): without
-    it they took 14x the page faults at 1M documents, and 2.9x the system time (bench/RESULTS.md, Dask engine)."""
+    it they took 11-20x the page faults at 1M documents, 2.4-2.9x the system time (bench/RESULTS.md, Dask engine)."""
     engine = DaskEngine.connect("local:1", None, workdir=tmp_path)
     try:
         faults = list(engine.client.run(_reused_memory_faults).values())

@@ -33,7 +33,8 @@ LOCAL_CLUSTER_CONFIG = {
     "distributed.worker.preload": [__name__],
     # One malloc arena for all threads (as keep_freed_memory's M_ARENA_MAX), from the worker's start: set by
     # dask_setup, the threads Dask started by then keep arenas of their own, and a task's thread may share one of
-    # those, which return freed memory to the kernel (40k page faults a worker at 100k documents against 25k)
+    # those (40k page faults a worker at 100k documents against 25k). The nanny also leaves it in the client's
+    # environment, where only a child process started later would see it (one arena: less memory, no harm).
     "distributed.nanny.pre-spawn-environ.MALLOC_ARENA_MAX": "1",
     # The statistical profiler samples every worker thread's stack each 10 ms, for a dashboard nobody opens here.
     "distributed.worker.profile.enabled": False,
@@ -319,8 +320,8 @@ class DaskEngine:
 
 def dask_setup(worker) -> None:
     """Run by each worker of local:N as it starts (distributed.worker.preload): glibc's malloc as in the embedded
-    engine's forked workers (local.keep_freed_memory). Without it a spawned worker took 14x the page faults of a
-    forked one at 1M documents, and 2.9x its system time (bench/RESULTS.md, "Where the Dask workers' system time
+    engine's forked workers (local.keep_freed_memory). Without it a spawned worker took 11-20x the page faults of a
+    forked one at 1M documents, and 2.4-2.9x its system time (bench/RESULTS.md, "Where the Dask workers' system time
     went"). Set here, not as MALLOC_* variables of the nannies' pre-spawn-environ: a nanny writes those into its
     own process's environment, the client's, whose later children (a `dask worker`) would inherit them."""
     keep_freed_memory()
