@@ -13,8 +13,9 @@ the embedded --jobs 1 run's, or the benchmark stops. The corpus is built with be
 bench/out/corpora/scale-<N>/ (the same place as bench/run.py's; no ground truth is needed here, since the
 embedded run is the reference). The nearDup measured is a `git archive` snapshot of --rev, as in bench/run.py.
 
-The report replaces the "Dask engine" section of bench/RESULTS.md (bench/run.py keeps that section when it
-rewrites the rest of the file); raw results are appended to bench/out/engines.jsonl.
+The report replaces the table of the "Dask engine" section of bench/RESULTS.md where it stands, keeping the
+analyses written after it (### subsections); bench/run.py keeps that section when it rewrites the rest of the file;
+raw results are appended to bench/out/engines.jsonl.
 """
 from __future__ import annotations
 
@@ -131,10 +132,18 @@ def report(args, meta: dict, runs: dict[str, list[dict]], started: float, sha: s
 
 
 def write_section(path: str, section: str) -> None:
-    """Replace the marked section of path (or append it), leaving the rest of the file as it is."""
-    rest, _ = bench_run.split_engines_section(path)
+    """Replace the marked section of path where it is (or append it), leaving the rest of the file as it is. The
+    analyses written by hand after the table (### subsections, up to the end marker) are kept after the new table:
+    a rerun replaced them too."""
+    text = open(path).read() if os.path.exists(path) else ""
+    if BEGIN not in text or END not in text:
+        text = text.rstrip("\n") + "\n\n" + section
+    else:
+        a, b = text.index(BEGIN), text.index(END)
+        notes = text[a:b][text[a:b].index("\n### ") + 1:] if "\n### " in text[a:b] else ""
+        text = text[:a] + section[:section.index(END)] + notes + text[b:]
     with open(path, "w") as f:
-        f.write(rest.rstrip("\n") + "\n\n" + section)
+        f.write(text)
 
 
 def main(argv=None) -> None:

@@ -253,6 +253,105 @@ def test_the_workers_local_n_starts_poll_rarely(tmp_path):
                      "distributed.worker.memory.monitor-interval": "1s"}]
 
 
+def _reused_memory_faults() -> int:
+    """Minor page faults of a new thread that allocates and frees arrays of 1-17 MB (as a partition task's thread
+    does), after another such thread ran: glibc's default malloc gives each thread fresh pages (12k faults)."""
+    import resource
+    import threading
+
+    import numpy as np
+
+    faults = []
+
+    def task() -> None:
+        before = resource.getrusage(resource.RUSAGE_THREAD).ru_minflt
+        for _ in range(6):
+            arrays = [np.ones(n << 20, dtype=np.uint8) for n in (3, 9, 1, 17, 6)]
+            del arrays
+        faults.append(resource.getrusage(resource.RUSAGE_THREAD).ru_minflt - before)
+
+    for _ in range(2):
+        thread = threading.Thread(target=task)
+        thread.start()
+        thread.join()
+    return faults[-1]
+
+
+def test_the_workers_local_n_starts_reuse_freed_memory(tmp_path):
+    """The spawned workers of local:N allocate as the embedded engine's forked ones (keep_freed_memory): without
+    it they took 11-20x the page faults at 1M documents, 2.4-2.9x the system time (bench/RESULTS.md, Dask engine)."""
+    engine = DaskEngine.connect("local:1", None, workdir=tmp_path)
+    try:
+        faults = list(engine.client.run(_reused_memory_faults).values())
+    finally:
+        engine.close()
+    assert len(faults) == 1 and faults[0] < 1000  # 12,000 with glibc's defaults
+
+
+def _megabyte(i: int) -> bytes:
+    return bytes([i]) * (1 << 20)
+
+
+def _bytes_sent(dask_worker) -> int:
+    return dask_worker.transfer_outgoing_bytes_total
+
+
+def test_each_result_crosses_from_its_worker_once(local_cluster):
+    """DaskEngine.map fetches each task's result once: it used to fetch each as its task completed, and all of
+    them again at the end (the shingle tasks' catalog columns are ~150 bytes a document)."""
+    with distributed.Client(local_cluster.scheduler_address, set_as_default=False) as client:
+        engine = DaskEngine(client, local_cluster.scheduler_address)
+        before = sum(client.run(_bytes_sent).values())
+        results = engine.map(_megabyte, range(6))
+        sent = sum(client.run(_bytes_sent).values()) - before
+    assert results == [bytes([i]) * (1 << 20) for i in range(6)]
+    assert 6 << 20 <= sent < 7 << 20  # 12 MB before
+
+
+def _touch(path: str) -> str:
+    Path(path).touch()
+    return path
+
+
+def test_a_stream_of_tasks_starts_on_the_workers_while_it_is_produced(tmp_path, local_cluster):
+    """A stream (a folder being listed) is submitted as it goes: its first task runs before the stream ends. It was
+    made a list first, so a listing of 1M files (4.5 s) passed before the workers had anything to do."""
+    first, second = str(tmp_path / "first"), str(tmp_path / "second")
+
+    def stream():
+        yield first
+        wait_for(lambda: os.path.exists(first), 10, "the first task")  # on a worker, before the stream ends
+        yield second
+
+    with distributed.Client(local_cluster.scheduler_address, set_as_default=False) as client:
+        assert DaskEngine(client, local_cluster.scheduler_address).map(_touch, stream()) == [first, second]
+
+
+def test_local_n_starts_its_cluster_while_the_client_lists(tmp_path, monkeypatch):
+    """local:N's cluster (2.1 s of wall: spawned workers that import Dask) starts while the first stage's stream
+    is produced: here it may not start until the stream has ended. It used to start before connect returned."""
+    import threading
+
+    listed, real = threading.Event(), distributed.LocalCluster
+
+    def cluster(*args, **kwargs):
+        assert listed.wait(10), "the cluster was started before the listing"
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(distributed, "LocalCluster", cluster)
+    files = [str(tmp_path / name) for name in "ab"]
+
+    def stream():
+        yield from files
+        listed.set()
+
+    engine = DaskEngine.connect("local:1", None, workdir=tmp_path)
+    try:
+        assert engine.map(_touch, stream()) == files
+    finally:
+        engine.close()
+
+
 def test_stages_chained_on_a_cluster_resume_from_the_embedded_run(corpus, tmp_path, local_cluster):
     """Any stage can run on the cluster over a work dir the embedded engine started, and the reverse."""
     folder, _ = corpus

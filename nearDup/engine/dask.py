@@ -15,10 +15,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    pass
+    import concurrent.futures
 from .. import __version__
 from ..config import FORMAT, default_jobs
 from ..errors import EngineError, ParameterError
+from .local import keep_freed_memory
 from .progress import _progress_bar
 
 # The cluster that local:N starts (its scheduler and nannies in this process, its workers spawned with this config).
@@ -26,8 +27,15 @@ from .progress import _progress_bar
 # s over the three processes, these 0.1 s (measured with 2 workers; bench/RESULTS.md, "Dask engine").
 LOCAL_CLUSTER_CONFIG = {
     # Dask's nannies give workers MALLOC_TRIM_THRESHOLD_=65536: glibc then maps and unmaps every large numpy
-    # array, which slows the shingle and signature kernels (README). Not for our workers.
+    # array, which slows the shingle and signature kernels (README). Not for our workers, which set the malloc of
+    # the embedded engine's forked workers when they start (dask_setup below).
     "distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None,
+    "distributed.worker.preload": [__name__],
+    # One malloc arena for all threads (as keep_freed_memory's M_ARENA_MAX), from the worker's start: set by
+    # dask_setup, the threads Dask started by then keep arenas of their own, and a task's thread may share one of
+    # those (40k page faults a worker at 100k documents against 25k). The nanny also leaves it in the client's
+    # environment, where only a child process started later would see it (one arena: less memory, no harm).
+    "distributed.nanny.pre-spawn-environ.MALLOC_ARENA_MAX": "1",
     # The statistical profiler samples every worker thread's stack each 10 ms, for a dashboard nobody opens here.
     "distributed.worker.profile.enabled": False,
     # The event loops' health check (it only logs a blocked loop) every 20 ms in each of the three servers.
@@ -39,6 +47,9 @@ LOCAL_CLUSTER_CONFIG = {
     # Tasks wait on the scheduler until a thread is free (queuing), so two one-thread workers have nothing to steal.
     "distributed.scheduler.work-stealing": False,
 }
+
+
+SUBMIT_EVERY = 0.05  # seconds: a stream of tasks is submitted in batches at most this far apart
 
 
 class DaskEngine:
@@ -54,7 +65,15 @@ class DaskEngine:
 
     def __init__(self, client, address: str, progress: bool = False, started=None):
         # started: the distributed.LocalCluster this engine started (local:N), which close() stops
-        self.client, self.address, self.progress, self.started = client, address, progress, started
+        self._client, self.address, self.progress, self.started = client, address, progress, started
+        self._starting: concurrent.futures.Future | None = None  # local:N being started (start_local)
+        self._log: Callable[[str], None] = lambda message: None
+
+    @property
+    def client(self):
+        """The distributed.Client (for local:N, once its cluster has started)."""
+        self._ready()
+        return self._client
 
     @classmethod
     def connect(cls, scheduler: str | None, scheduler_file: str | None, progress: bool = False,
@@ -72,27 +91,19 @@ class DaskEngine:
         # Errors reach the user as nearDup's one line; Dask's own log lines (reconnecting, a worker restarted)
         # belong in the scheduler's and workers' logs, not on the client's stderr.
         logging.getLogger("distributed").setLevel(logging.CRITICAL)
-        started = None
         if scheduler is not None and (scheduler == "local" or scheduler.startswith("local:")):
-            workers = _local_workers(scheduler)
-            with dask.config.set(LOCAL_CLUSTER_CONFIG):
-                started = distributed.LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                                                   dashboard_address=":0", silence_logs=logging.CRITICAL)
-            address = started.scheduler_address
-        elif scheduler is not None:
+            return cls.start_local(_local_workers(scheduler), progress, workdir, log, timeout)
+        if scheduler is not None:
             address = _checked_address(scheduler)
         else:
             assert scheduler_file is not None  # make_engine gives one of the two
             address = _read_scheduler_file(scheduler_file, timeout)
         try:
-            client = distributed.Client(started if started is not None else address, timeout=timeout,
-                                        set_as_default=False)
+            client = distributed.Client(address, timeout=timeout, set_as_default=False)
         except (OSError, TimeoutError) as e:
-            if started is not None:
-                started.close()
             raise EngineError(f"cannot connect to the Dask scheduler at {address} ({_one_line(e)}); start one "
                               f"with `dask scheduler`, or check the address") from None
-        engine = cls(client, address, progress, started)
+        engine = cls(client, address, progress)
         try:
             engine.check(workdir, timeout, log)
         except BaseException:
@@ -100,12 +111,59 @@ class DaskEngine:
             raise
         return engine
 
+    @classmethod
+    def start_local(cls, workers: int, progress: bool, workdir: str | os.PathLike | None,
+                    log: Callable[[str], None], timeout: float) -> DaskEngine:
+        """local:N: a LocalCluster of N worker processes of one thread, started in a thread of its own while this
+        one goes on (lists the inputs), and waited for when the engine is first needed (map, client). Starting
+        one took 2.1 s of wall (spawned workers that import Dask), before the listing began."""
+        engine = cls(None, f"local:{workers}", progress)
+        engine._log = log
+        notes: list[str] = []  # check's lines, logged by the thread that waits (not amid a progress bar)
+
+        def start() -> list[str]:
+            import dask
+            import distributed
+
+            with dask.config.set(LOCAL_CLUSTER_CONFIG):
+                engine.started = distributed.LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                                                          dashboard_address=":0", silence_logs=logging.CRITICAL)
+            engine.address = engine.started.scheduler_address
+            engine._client = distributed.Client(engine.started, timeout=timeout, set_as_default=False)
+            engine.check(workdir, timeout, notes.append)
+            return notes
+
+        import concurrent.futures
+
+        pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="neardup-local-cluster")
+        engine._starting = pool.submit(start)
+        pool.shutdown(wait=False)
+        return engine
+
+    def _ready(self) -> None:
+        """Wait for local:N's cluster (start_local) if it is being started; its failure is raised here."""
+        starting = self._starting
+        if starting is None:
+            return
+        try:
+            notes = starting.result()
+        except BaseException:  # its error, or Ctrl-C while waiting: close waits for the start, then stops it
+            self.close()
+            raise
+        self._starting = None
+        for note in notes:
+            self._log(note)
+
+    def _starts(self) -> bool:
+        """Whether local:N's cluster is still being started."""
+        return self._starting is not None and not self._starting.done()
+
     def check(self, workdir: str | os.PathLike | None, timeout: float,
               log: Callable[[str], None] = lambda message: None) -> None:
         """Before any work: at least one worker; every worker imports this nearDup and sees the work dir at the
         same absolute path; client, scheduler and workers run the same versions of Dask's packages."""
         try:
-            self.client.wait_for_workers(1, timeout=timeout)
+            self._client.wait_for_workers(1, timeout=timeout)
         except (TimeoutError, OSError):
             raise EngineError(f"no Dask workers joined the scheduler at {self.address} within {timeout:g} s; start "
                               f"some with `dask worker {self.address}`") from None
@@ -114,7 +172,7 @@ class DaskEngine:
             probe = Path(workdir).absolute() / f".worker-probe-{uuid.uuid4().hex}"
             probe.write_text("")
         try:
-            answers = self.client.run(_worker_facts, str(probe) if probe else None, on_error="return")
+            answers = self._client.run(_worker_facts, str(probe) if probe else None, on_error="return")
         finally:
             if probe is not None:
                 probe.unlink(missing_ok=True)
@@ -137,14 +195,14 @@ class DaskEngine:
         with warnings.catch_warnings():  # newer distributed only warns about mismatches; here they are an error
             warnings.simplefilter("ignore")
             try:
-                versions = self.client.get_versions(check=True)
+                versions = self._client.get_versions(check=True)
             except ValueError:  # older distributed raises on mismatches
-                versions = self.client.get_versions()
+                versions = self._client.get_versions()
         mismatched = _mismatches(versions)
         if mismatched:
             raise EngineError(f"the Dask cluster at {self.address} runs other versions than this client: "
                               f"{'; '.join(mismatched)}; install the same versions everywhere")
-        threads = sum(self.client.nthreads().values())
+        threads = sum(self._client.nthreads().values())
         log(f"dask: {len(answers)} workers ({threads} threads) at {self.address}")
         trimmed = [a["malloc_trim"] for a in answers.values() if a.get("malloc_trim")]
         if trimmed:
@@ -154,36 +212,72 @@ class DaskEngine:
 
     def map(self, fn: Callable, tasks: Iterable, desc: str = "", sizes: Sequence[int] | None = None,
             unit: str = "part", docs: Sequence[int] | None = None, nbytes: Sequence[int] | None = None) -> list:
-        """[fn(t) for t in tasks] on the cluster's workers; progress as in LocalEngine.map (a stream of tasks is
-        produced first, then submitted)."""
-        tasks = tasks if isinstance(tasks, Sequence) else list(tasks)
-        if not tasks:
-            return []
+        """[fn(t) for t in tasks] on the cluster's workers; progress as in LocalEngine.map. A stream of tasks (a
+        folder being listed) is submitted as it is produced, so the workers start while the client lists: listing
+        1M files took 4.5 CPU s, all of it before the first task when the stream was made a list first."""
         from distributed import as_completed
 
+        stage = desc or fn.__name__
         run = uuid.uuid4().hex[:12]  # fresh keys: a result is never taken from another run or stage
-        keys = [f"neardup-{desc or fn.__name__}-{i:06d}-{run}" for i in range(len(tasks))]
-        index = {key: i for i, key in enumerate(keys)}
-        bar = _progress_bar(self.progress, desc, sizes, unit, len(tasks), docs, nbytes)
-        with warnings.catch_warnings():  # the tasks are the data (each partition's list of files), by design
-            warnings.filterwarnings("ignore", message="Sending large graph")
-            futures = self.client.map(fn, tasks, key=keys, pure=False)
-        try:
-            for future in as_completed(futures, loop=self.client.loop):  # not the default client: we set none
-                if future.status != "finished":
-                    self._fail(future, desc or fn.__name__)
-                bar.done(index[future.key], future.result() if future.status == "finished" else None)
+        count = len(tasks) if isinstance(tasks, Sequence) else None  # None: a stream
+        bar = _progress_bar(self.progress, desc, sizes, unit, count, docs, nbytes)
+        futures: list = []
+        # Each result is fetched once, as its task completes: Future.result() fetches it from the cluster at every
+        # call, and a gather of them all at the end fetched every result a second time (the shingle tasks' catalog
+        # columns, ~150 bytes a document).
+        results: list = []
+        index: dict = {}
+        completed = None  # made at the first submit, when the cluster is there
+
+        def take(future) -> None:
+            i = index[future.key]
+            if future.status != "finished":
+                self._fail(future, stage)
             try:
-                return self.client.gather(futures)
+                results[i] = future.result()
             except Exception:  # a finished result lost with its worker, and its re-run failed
-                for future in futures:
-                    if future.status != "finished":
-                        self._fail(future, desc or fn.__name__)
+                self._fail(future, stage)
                 raise
+            bar.done(i, results[i])
+
+        def submit(batch: list) -> None:
+            nonlocal completed
+            if completed is None:
+                completed = as_completed(loop=self.client.loop)  # not the default client's loop: we set none
+            keys = [f"neardup-{stage}-{i:06d}-{run}" for i in range(len(futures), len(futures) + len(batch))]
+            index.update((key, i) for i, key in enumerate(keys, len(futures)))
+            with warnings.catch_warnings():  # the tasks are the data (each partition's list of files), by design
+                warnings.filterwarnings("ignore", message="Sending large graph")
+                submitted = self.client.map(fn, batch, key=keys, pure=False)
+            futures.extend(submitted)
+            results.extend([None] * len(batch))
+            completed.update(submitted)
+            batch.clear()
+
+        try:
+            batch: list = []
+            last = 0.0
+            for task in tasks:
+                batch.append(task)
+                # a stream's tasks go in batches at most 0.05 s apart (one graph a batch, not one a task)
+                if count is not None or time.monotonic() - last < SUBMIT_EVERY or self._starts():
+                    continue
+                submit(batch)
+                last = time.monotonic()
+                while completed is not None and completed.has_ready():  # progress while the stream goes on
+                    for future in completed.next_batch(block=False):
+                        take(future)
+            if batch:
+                submit(batch)
+            bar.settle(len(futures))
+            for future in completed or ():
+                take(future)
+            return results
         finally:
             bar.close()
-            with contextlib.suppress(Exception):  # forget them on the cluster (and stop the rest after a failure)
-                self.client.cancel(futures)
+            if futures:
+                with contextlib.suppress(Exception):  # forget them on the cluster (and stop the rest after a failure)
+                    self.client.cancel(futures)
 
     def _fail(self, future, stage: str) -> None:
         """Raise the error of a future that did not finish, unless it finishes after all."""
@@ -206,15 +300,31 @@ class DaskEngine:
         raise error  # a NearDupError says what to do; anything else is a bug, as with the local engine
 
     def finish(self) -> None:
-        """The run's work is done (the connection is closed with close())."""
+        """The run's work is done (the connection is closed with close()); a local:N cluster that no stage
+        needed has started, and said so, all the same."""
+        self._ready()
 
     def close(self) -> None:
         """Disconnect; and stop the workers and scheduler if this engine started them (local:N)."""
+        starting, self._starting = self._starting, None
+        if starting is not None:  # wait for what it starts, to stop it
+            with contextlib.suppress(BaseException):
+                starting.result()
         with contextlib.suppress(Exception):
-            self.client.close()
+            if self._client is not None:
+                self._client.close()
         if self.started is not None:
             with contextlib.suppress(Exception):
                 self.started.close()
+
+
+def dask_setup(worker) -> None:
+    """Run by each worker of local:N as it starts (distributed.worker.preload): glibc's malloc as in the embedded
+    engine's forked workers (local.keep_freed_memory). Without it a spawned worker took 11-20x the page faults of a
+    forked one at 1M documents, and 2.4-2.9x its system time (bench/RESULTS.md, "Where the Dask workers' system time
+    went"). Set here, not as MALLOC_* variables of the nannies' pre-spawn-environ: a nanny writes those into its
+    own process's environment, the client's, whose later children (a `dask worker`) would inherit them."""
+    keep_freed_memory()
 
 
 def _worker_facts(probe: str | None) -> dict:
