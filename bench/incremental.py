@@ -91,6 +91,7 @@ def build(n_docs: int, n_new: int, base_from: str | None = None) -> tuple[str, s
             if (meta.get("kind"), meta.get("docs"), meta.get("seed")) != ("scale", n_docs, 1):
                 sys.exit(f"{base_from}: not a scale corpus of {n_docs} documents, seed 1")
             shutil.rmtree(base + ".tmp", ignore_errors=True)
+            os.makedirs(OUT, exist_ok=True)  # (cp does not make the parent)
             subprocess.run(["cp", "-r", base_from, base + ".tmp"], check=True)  # the benchmark moves files in it
             os.rename(base + ".tmp", base)
         else:
