@@ -88,6 +88,18 @@ def test_recall_hand_computed():
     assert est.missed_low == int(est.missed_low) and est.missed_high == int(est.missed_high)
 
 
+def test_recall_estimate_is_the_same_bits_in_any_order_of_the_pairs():
+    """An index run verifies its pairs in another order than a run from scratch, and both must print the same
+    bytes: the estimate is of the set of (Jaccard, weight) pairs, whatever their order."""
+    rng = np.random.default_rng(7)
+    s = np.round(rng.uniform(0.5, 1.0, 5000), 4)  # ties in s, so the weights' order counts too
+    w = rng.integers(1, 4, 5000)
+    base = recall.estimate_recall(s, 9, 13, 0.8, weights=w)
+    for _ in range(5):
+        p = rng.permutation(len(s))
+        assert recall.estimate_recall(s[p], 9, 13, 0.8, weights=w[p]) == base  # exactly, not approximately
+
+
 def test_recall_edge_cases():
     nothing = recall.estimate_recall(np.array([0.1, 0.2]), 20, 5, 0.5)
     assert nothing.found == 0 and nothing.recall is None and nothing.recall_low is None and nothing.missed == 0

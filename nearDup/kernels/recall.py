@@ -92,6 +92,10 @@ def estimate_recall(jaccard: np.ndarray, bands: int, rows: int, threshold: float
         raise ValueError("confidence must be in (0, 1)")
     s = np.asarray(jaccard, dtype=np.float64)
     w = np.ones(len(s)) if weights is None else np.asarray(weights, dtype=np.float64)
+    # summed in one order whatever order the pairs come in (an index run verifies them in another order than a
+    # run from scratch, and a float sum's last digit depends on its order): the estimate is of the pairs' set
+    order = np.lexsort((w, s))
+    s, w = s[order], w[order]
     at = s >= threshold
     # a pair that was found had P > 0, though s^r can underflow (t = 0.01, r = 30): each pair stands for at
     # most 1e12 others, which keeps the sums finite
