@@ -136,6 +136,24 @@ def atomic_file(path: Path, mode: str = "wb"):
 _NPY_HEADER = re.compile(rb"\{'descr': '([<>|][a-zA-Z]\d*)', 'fortran_order': False, 'shape': \(([\d, ]*)\), \} *\n")
 
 
+def _npy_layout(fd: int, path: Path, at: int = 0, size: int | None = None) -> tuple[np.dtype, tuple, int] | None:
+    """(dtype, shape, offset of the data) of the .npy at `at` in the open file fd (size: its length, if it lies in
+    a larger file), checked against the file's length; None for a header this does not know (np.load reads it)."""
+    head = os.pread(fd, 256, at)
+    if head[:8] != b"\x93NUMPY\x01\x00" or len(head) < 10:
+        return None
+    start = 10 + int.from_bytes(head[8:10], "little")
+    match = _NPY_HEADER.fullmatch(head[10:start])
+    if match is None:
+        return None
+    dtype = np.dtype(match[1].decode())
+    shape = tuple(int(n) for n in match[2].split(b",") if n.strip())
+    end = os.fstat(fd).st_size if size is None else at + size
+    if dtype.hasobject or end != at + start + int(np.prod(shape, dtype=np.int64)) * dtype.itemsize:
+        raise ValueError(f"{path}: truncated")
+    return dtype, shape, at + start
+
+
 def _read_npy(path: Path, mmap: bool, at: int = 0, size: int | None = None) -> np.ndarray | None:
     """An .npy file as np.load reads it (read-only when mapped), or None for a header this does not know (np.load
     then reads it). np.load parses each header with ast.literal_eval and wraps a map in np.memmap: slow per
@@ -143,20 +161,11 @@ def _read_npy(path: Path, mmap: bool, at: int = 0, size: int | None = None) -> n
     at, size: where the .npy lies in a larger file (a member of an uncompressed .npz: _table_members)."""
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
     try:
-        head = os.pread(fd, 256, at)
-        if head[:8] != b"\x93NUMPY\x01\x00" or len(head) < 10:
+        layout = _npy_layout(fd, path, at, size)
+        if layout is None:
             return None
-        start = 10 + int.from_bytes(head[8:10], "little")
-        match = _NPY_HEADER.fullmatch(head[10:start])
-        if match is None:
-            return None
-        dtype = np.dtype(match[1].decode())
-        shape = tuple(int(n) for n in match[2].split(b",") if n.strip())
+        dtype, shape, start = layout
         count = int(np.prod(shape, dtype=np.int64))
-        end = os.fstat(fd).st_size if size is None else at + size
-        if dtype.hasobject or end != at + start + count * dtype.itemsize:
-            raise ValueError(f"{path}: truncated")
-        start += at
         if mmap and count:
             return np.frombuffer(mmap_module.mmap(fd, 0, access=mmap_module.ACCESS_READ), dtype, count,
                                  start).reshape(shape)
@@ -232,8 +241,8 @@ class NpyRows:
 
 
 @contextlib.contextmanager
-def _reading_table(path: Path, stage: str):
-    """A table's damage as one line that says what to do."""
+def _reading(path: Path, stage: str):
+    """A stored file's absence or damage as one line that says what to do."""
     try:
         yield
     except FileNotFoundError:
@@ -248,7 +257,7 @@ class StoredTable:
 
     def __init__(self, path: Path, stage: str):
         self.path, self.stage = path, stage
-        with _reading_table(path, stage):
+        with _reading(path, stage):
             self.members = _table_members(path)
             if self.members is None:
                 with np.load(path, allow_pickle=False) as data:
@@ -259,7 +268,7 @@ class StoredTable:
     def read(self, field: str, mmap: bool = False) -> np.ndarray:
         """One column, its CRC checked as np.load checks it; mapped read-only (mmap), unchecked: its pages are
         read only as they are touched (a bit flipped in a mapped column goes unnoticed, as in any .npy map)."""
-        with _reading_table(self.path, self.stage):
+        with _reading(self.path, self.stage):
             at, size, crc = self.members[field] if self.members is not None else (0, 0, 0)
             array = None if self.members is None else _read_npy(self.path, mmap, at, size)
             if array is None:
@@ -529,32 +538,22 @@ class WorkDir:
             raise _os_error(path, e) from None
 
     def load_array(self, path: Path, stage: str, mmap: bool = False) -> np.ndarray:
-        try:
+        with _reading(path, stage):
             array = _read_npy(path, mmap)
             return array if array is not None else np.load(path, mmap_mode="r" if mmap else None,
                                                             allow_pickle=False)
-        except FileNotFoundError:
-            raise WorkDirError(f"{path}: missing; re-run the {stage} stage (or use --force)") from None
-        except (ValueError, OSError, EOFError):
-            raise WorkDirError(f"{path}: corrupt or truncated; re-run the {stage} stage (or use --force)") from None
 
     def array_rows(self, path: Path, stage: str) -> NpyRows | np.ndarray:
         """A stored 1-D array to read a few rows of (NpyRows), or, in a format NpyRows does not read, the array."""
-        try:
-            with open(path, "rb") as f:
-                head = f.read(256)
-            match = _NPY_HEADER.fullmatch(head[10:10 + int.from_bytes(head[8:10], "little")])
-            if head[:8] == b"\x93NUMPY\x01\x00" and match is not None:
-                shape = tuple(int(n) for n in match[2].split(b",") if n.strip())
-                dtype, start = np.dtype(match[1].decode()), 10 + int.from_bytes(head[8:10], "little")
-                if len(shape) == 1 and not dtype.hasobject:
-                    if path.stat().st_size != start + shape[0] * dtype.itemsize:
-                        raise ValueError(f"{path}: truncated")
-                    return NpyRows(path, start, dtype, shape[0])
-        except FileNotFoundError:
-            raise WorkDirError(f"{path}: missing; re-run the {stage} stage (or use --force)") from None
-        except (ValueError, OSError):
-            raise WorkDirError(f"{path}: corrupt or truncated; re-run the {stage} stage (or use --force)") from None
+        with _reading(path, stage):
+            fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+            try:
+                layout = _npy_layout(fd, path)
+            finally:
+                os.close(fd)
+            if layout is not None and len(layout[1]) == 1:
+                dtype, (rows,), start = layout
+                return NpyRows(path, start, dtype, rows)
         return self.load_array(path, stage, mmap=True)
 
     def save_jsonl(self, path: Path, records) -> None:
@@ -563,37 +562,22 @@ class WorkDir:
                 f.write(_JSONL_ENCODER.encode(record) + "\n")
 
     def load_jsonl(self, path: Path, stage: str) -> list[dict]:
-        try:
-            with open(path, encoding="utf-8", errors="surrogatepass") as f:
-                return [json.loads(line) for line in f]
-        except FileNotFoundError:
-            raise WorkDirError(f"{path}: missing; re-run the {stage} stage (or use --force)") from None
-        except (ValueError, OSError):
-            raise WorkDirError(f"{path}: corrupt or truncated; re-run the {stage} stage (or use --force)") from None
+        with _reading(path, stage), open(path, encoding="utf-8", errors="surrogatepass") as f:
+            return [json.loads(line) for line in f]
 
     def jsonl_array(self, path: Path, stage: str, limit: int | None = None) -> str:
         """The first `limit` records of a JSONL file as the text of one JSON array, not parsed: the HTML report
         copies it into its page as it is."""
-        try:
-            with open(path, encoding="utf-8", errors="surrogatepass") as f:
-                if limit is None:  # (a record is one line: JSON escapes the newlines inside it)
-                    return "[" + f.read().rstrip("\n").replace("\n", ",") + "]"
-                return "[" + ",".join(line.rstrip("\n") for line in itertools.islice(f, limit)) + "]"
-        except FileNotFoundError:
-            raise WorkDirError(f"{path}: missing; re-run the {stage} stage (or use --force)") from None
-        except (ValueError, OSError):
-            raise WorkDirError(f"{path}: corrupt or truncated; re-run the {stage} stage (or use --force)") from None
+        with _reading(path, stage), open(path, encoding="utf-8", errors="surrogatepass") as f:
+            if limit is None:  # (a record is one line: JSON escapes the newlines inside it)
+                return "[" + f.read().rstrip("\n").replace("\n", ",") + "]"
+            return "[" + ",".join(line.rstrip("\n") for line in itertools.islice(f, limit)) + "]"
 
     def iter_jsonl(self, path: Path, stage: str):
         """The records of a JSONL file one by one, as load_jsonl reads them (a file of millions of records)."""
-        try:
-            with open(path, encoding="utf-8", errors="surrogatepass") as f:
-                for line in f:
-                    yield json.loads(line)
-        except FileNotFoundError:
-            raise WorkDirError(f"{path}: missing; re-run the {stage} stage (or use --force)") from None
-        except (ValueError, OSError):
-            raise WorkDirError(f"{path}: corrupt or truncated; re-run the {stage} stage (or use --force)") from None
+        with _reading(path, stage), open(path, encoding="utf-8", errors="surrogatepass") as f:
+            for line in f:
+                yield json.loads(line)
 
     def save_table(self, path: Path, columns: dict) -> None:
         """Named arrays in one .npz (100,000 rows of a table load in milliseconds; JSON lines take a second)."""
