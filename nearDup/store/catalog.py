@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..config import SourceParams
-from ..text.inputs import Item, item_id_bytes, item_numbers
+from ..text.inputs import Item, item_id_bytes, item_numbers, utf8_array
 from ..text.read import content_hashes
 
 TEXT = ("id", "sha", "item")
@@ -84,7 +84,7 @@ class Catalog:
     def column(self, field: str) -> np.ndarray:
         """A column in its stored form (TEXT as a UTF-8 bytes array), whichever form it is held in."""
         column = self.columns[field]
-        return _encoded(column) if isinstance(column, list) else column
+        return utf8_array(column) if isinstance(column, list) else column
 
     def ids_of(self, rows) -> dict[int, str]:
         """{n: id} for a few rows, without decoding the whole column (verify names ~1,000 of 100,000)."""
@@ -280,13 +280,9 @@ def _concatenated(columns: list[np.ndarray]) -> np.ndarray:
     return joined
 
 
-def _encoded(texts: list[str]) -> np.ndarray:
-    return np.array([v.encode("utf-8", "surrogatepass") for v in texts], dtype=np.bytes_)
-
-
 def shard_columns(records: list[dict]) -> dict:
     """A shard's document records as the columns a Catalog is made of (stored form: text as UTF-8 bytes)."""
-    columns = {f: _encoded([r[f] for r in records]) for f in TEXT}
+    columns = {f: utf8_array([r[f] for r in records]) for f in TEXT}
     columns.update({f: np.array([int(r[f]) for r in records], np.int64) for f in SHARD_NUMBERS})
     return columns
 
@@ -441,7 +437,7 @@ def binary_columns(binary: Binary) -> dict:
     """The binary files as the columns they are saved as, in id order (so equal sets save equal bytes)."""
     ids = sorted(binary)
     numbers = np.array([binary[i] for i in ids], np.int64).reshape(len(ids), 3)
-    return {"id": _encoded(ids), "size": numbers[:, 0], "mtime_ns": numbers[:, 1], "inode": numbers[:, 2]}
+    return {"id": utf8_array(ids), "size": numbers[:, 0], "mtime_ns": numbers[:, 1], "inode": numbers[:, 2]}
 
 
 def binary_of(columns: dict) -> Binary:

@@ -106,10 +106,16 @@ class ListedFiles(Sequence[Item]):
 
     def id_bytes(self) -> np.ndarray:
         """The ids as a UTF-8 bytes array (surrogates kept), as the catalog stores them."""
-        try:  # ASCII paths (nearly all) in one conversion, not an encode per path
-            return np.array(self.paths, np.str_).astype(np.bytes_)
-        except UnicodeEncodeError:
-            return np.array([p.encode("utf-8", "surrogatepass") for p in self.paths], np.bytes_)
+        return utf8_array(self.paths)
+
+
+def utf8_array(texts: Sequence[str]) -> np.ndarray:
+    """Texts as a UTF-8 bytes array (surrogates kept): the stored form of ids and paths, which numpy sorts and
+    compares without a Python object per value."""
+    try:  # ASCII texts (nearly all paths, every hash) in one conversion, not an encode each
+        return np.array(texts, np.str_).astype(np.bytes_)
+    except UnicodeEncodeError:
+        return np.array([t.encode("utf-8", "surrogatepass") for t in texts], np.bytes_)
 
 
 def item_numbers(items: Sequence[Item]) -> np.ndarray:
@@ -123,7 +129,7 @@ def item_id_bytes(items: Sequence[Item]) -> np.ndarray:
     """The items' ids as a UTF-8 bytes array (surrogates kept)."""
     if isinstance(items, ListedFiles):
         return items.id_bytes()
-    return np.array([item.id.encode("utf-8", "surrogatepass") for item in items], np.bytes_)
+    return utf8_array([item.id for item in items])
 
 
 _KIND_LETTERS = {"file": "f", "jsonl": "j", "parquet": "p"}
@@ -156,7 +162,7 @@ def cut_columns(cuts: dict[str, Cut]) -> dict:
     """Cuts as the arrays they are saved as (work dir files are tables of arrays)."""
     paths = sorted(cuts)
     ranges = [cuts[p].ranges for p in paths]
-    return {"path": np.array([p.encode("utf-8", "surrogatepass") for p in paths], np.bytes_).reshape(len(paths)),
+    return {"path": utf8_array(paths).reshape(len(paths)),
             "stat": np.array([cuts[p][:5] for p in paths], np.int64).reshape(len(paths), 5),
             "offsets": np.r_[0, np.cumsum([len(r) for r in ranges], dtype=np.int64)].astype(np.int64),
             "ranges": np.concatenate(ranges).astype(np.int64) if ranges else np.empty((0, 3), np.int64)}
