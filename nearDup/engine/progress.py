@@ -4,7 +4,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     pass
@@ -80,25 +80,27 @@ class _Bar:
 COUNT_EVERY = 1024  # items between redraws of a counter: a plain add and test per item, not a call
 
 
-def counter(enabled: bool, desc: str, unit: str) -> Callable[[Iterable], Iterator] | None:
+def counter(enabled: bool, desc: str, unit: str) -> Callable[..., Iterator] | None:
     """A wrapper of an iterator (of files being listed) that shows how many items went by so far, on stderr, or
     None when progress is off (no wrapper, no cost)."""
     if not enabled:
         return None
 
-    def counted(items: Iterable) -> Iterator:
+    def counted(items: Iterable, size: Callable[[Any], int] | None = None) -> Iterator:
+        """items, counted as they go by: one each, or size(item) each (a run of files)."""
         from tqdm import tqdm
 
         bar = tqdm(desc=desc, unit=f"{unit}s", total=None, file=sys.stderr, leave=False, mininterval=0.2,
                    bar_format="{desc}: {n} {unit} found [{elapsed}]")
-        n = 0
+        pending = 0
         try:
             for item in items:
                 yield item
-                n += 1
-                if n % COUNT_EVERY == 0:
-                    bar.update(COUNT_EVERY)
-            bar.update(n % COUNT_EVERY)
+                pending += 1 if size is None else size(item)
+                if pending >= COUNT_EVERY:
+                    bar.update(pending)
+                    pending = 0
+            bar.update(pending)
             bar.refresh()  # the final count, however soon it came
         finally:
             bar.close()
