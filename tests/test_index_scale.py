@@ -36,6 +36,51 @@ def test_a_folder_listed_as_columns_gives_the_items_of_the_usual_listing(tmp_pat
         assert {(i.path, i.size) for i in usual.items} <= set(expected)
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_a_folder_is_listed_in_id_order_with_each_file_once_by_its_first_path(tmp_path, seed):
+    """Independent truth: every regular file below the folder (os.walk), sorted by path; of the paths of one file
+    (hard links) the first in that order. Names where a subfolder's ids sort apart from its name ("a/" after
+    "a-b", "a.txt", before "a0"), and hard links whose first path lies in a subfolder listed after a file of the
+    parent that sorts later."""
+    rng = random.Random(seed)
+    root = tmp_path / "docs"
+    names = ["a", "a-b", "a.txt", "a0", "a b", "b", "é", "z"]
+    files: list[Path] = []
+    for depth in range(3):
+        for _ in range(12):
+            parts = [rng.choice(names) for _ in range(depth)] + [rng.choice(names) + rng.choice(["", ".txt", "1"])]
+            path = root.joinpath(*parts)
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                if not path.exists():
+                    path.write_text(f"{path} {rng.random()}")
+                    files.append(path)
+            except (FileExistsError, NotADirectoryError, IsADirectoryError):
+                continue  # a name taken by a file where a folder was wanted, or the reverse
+    for _ in range(6):  # second names of some files, anywhere
+        target = rng.choice(files)
+        link = root / rng.choice(names) / f"{rng.choice(names)}.link"
+        try:
+            link.parent.mkdir(parents=True, exist_ok=True)
+            if not link.exists():
+                os.link(target, link)
+        except (FileExistsError, NotADirectoryError):
+            continue
+    every = sorted(str(Path(top) / name) for top, _, names_ in os.walk(root) for name in names_)
+    first: dict[tuple[int, int], str] = {}
+    for path in every:
+        st = os.stat(path)
+        first.setdefault((st.st_dev, st.st_ino), path)
+    expected = sorted(first.values())
+    for columns in (False, True):
+        listing = list_items([str(root)], SourceParams(), columns=columns)
+        assert [item.path for item in listing.items] == expected
+        assert [item.size for item in listing.items] == [os.stat(p).st_size for p in expected]
+        assert listing.skipped["same file"] == len(every) - len(expected)
+    lazy = list_items([str(root)], SourceParams(), lazy=True)
+    assert [item.path for item in lazy.items] == expected
+
+
 def _invoke(*args):
     from click.testing import CliRunner
 
