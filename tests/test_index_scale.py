@@ -245,3 +245,27 @@ def test_an_index_of_jsonl_shards_reads_only_the_changed_shard_for_its_newlines(
     again = _invoke(*args)
     assert again.exit_code == 0 and reads == [str(shards[1])]
     assert again.stdout == _invoke("-w", tmp_path / "scratch", *args[:5], *args[7:]).stdout and "late" in again.stdout
+
+
+def test_an_index_run_that_adds_a_few_documents_forks_no_worker(tmp_path, monkeypatch):
+    """engine.map light: adding a few documents to an index runs every stage's tasks in the run's own process
+    (forking workers from a large index's run cost more CPU than they saved), with the output of a run from
+    scratch; the same corpus from scratch, in as many partitions, does fork them."""
+    from nearDup.engine import local
+
+    forks: list[int] = []
+    real = local.LocalEngine._workers
+    monkeypatch.setattr(local.LocalEngine, "_workers", lambda self: forks.append(1) or real(self))
+    folder = tmp_path / "docs"
+    generate_corpus(folder, n_base=60, seed=5)
+    index = tmp_path / "index"
+    args = ["run", folder, "--partition-docs", 16, "-t", 0.5, "-j", 2]
+    assert _invoke(*args, "--index", index).exit_code == 0
+    assert forks, "the first run of 100+ documents in partitions of 16 uses the workers"
+    for name in sorted(os.listdir(folder))[:12:3]:
+        (folder / f"new_{name}").write_text((folder / name).read_text() + " and a few more words")
+    forks.clear()
+    added = _invoke(*args, "--index", index)
+    assert added.exit_code == 0 and not forks
+    scratch = _invoke(*args, "-w", tmp_path / "scratch")
+    assert forks and scratch.stdout == added.stdout and "new_doc0000.txt" in added.stdout

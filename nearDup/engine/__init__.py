@@ -20,7 +20,9 @@ from .local import LocalEngine
 
 
 class Engine(Protocol):
-    """What the stages need of an engine (LocalEngine, DaskEngine): run a function over tasks, in task order."""
+    """What the stages need of an engine (LocalEngine, DaskEngine): run a function over tasks, in task order.
+    light: the caller's word that the tasks are little work (an incremental run's few new documents), which an
+    engine may then run where it stands rather than start workers for."""
 
     progress: bool
     # Whether stages should split work by hash partitions (a shuffle through the work dir) rather than by groups of
@@ -28,7 +30,8 @@ class Engine(Protocol):
     shuffle: bool
 
     def map(self, fn: Callable, tasks: Iterable, desc: str = "", sizes: Sequence[int] | None = None,
-            unit: str = "part", docs: Sequence[int] | None = None, nbytes: Sequence[int] | None = None) -> list: ...
+            unit: str = "part", docs: Sequence[int] | None = None, nbytes: Sequence[int] | None = None,
+            light: bool = False) -> list: ...
 
     def finish(self) -> None: ...
 

@@ -211,10 +211,12 @@ class DaskEngine:
                 f"nearDup's README")
 
     def map(self, fn: Callable, tasks: Iterable, desc: str = "", sizes: Sequence[int] | None = None,
-            unit: str = "part", docs: Sequence[int] | None = None, nbytes: Sequence[int] | None = None) -> list:
+            unit: str = "part", docs: Sequence[int] | None = None, nbytes: Sequence[int] | None = None,
+            light: bool = False) -> list:
         """[fn(t) for t in tasks] on the cluster's workers; progress as in LocalEngine.map. A stream of tasks (a
         folder being listed) is submitted as it is produced, so the workers start while the client lists: listing
-        1M files took 4.5 CPU s, all of it before the first task when the stream was made a list first."""
+        1M files took 4.5 CPU s, all of it before the first task when the stream was made a list first. light:
+        ignored (the cluster's workers are up already)."""
         from distributed import as_completed
 
         stage = desc or fn.__name__

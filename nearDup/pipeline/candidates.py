@@ -79,6 +79,7 @@ class BandTask:
 
 
 BANDS_PER_TASK = 4  # each task reads every band shard once; fixed, so tasks never depend on --jobs
+LIGHT_DOCUMENTS = 16_000  # new documents whose band index segment is written inline (engine.map light)
 
 
 def _band_keys(work: WorkDir, task: BandTask, first: int = 0) -> np.ndarray:
@@ -310,14 +311,19 @@ SEGMENTS_MAX = 16
 COMPACT_SHARE = 4
 
 
+def _new_documents(order: np.ndarray, previous: CandidatesRecord) -> int:
+    """How many of the documents to pair were not indexed by the previous run (numbered after its documents)."""
+    assert previous.basis is not None  # (_previous_candidates)
+    return int((order >= previous.basis.documents).sum())
+
+
 def _next_segment(work: WorkDir, previous: CandidatesRecord, order: np.ndarray, bands: int) -> int:
     """The segment an incremental run appends (1 for the first after the base), or 0: compact into a new base."""
     old = index_segments(previous)
     entries = [work.load_array(work.output("candidates", _index_files(bands, s)[0][2], previous.key), "candidates",
                                mmap=True).shape[1] for s in range(old + 1)]
-    assert previous.basis is not None  # (_previous_candidates)
-    kept = int((order < previous.basis.documents).sum())  # indexed documents still indexed
-    new, total = len(order) - kept, sum(entries)
+    new, total = _new_documents(order, previous), sum(entries)
+    kept = len(order) - new  # indexed documents still indexed
     outside = total - entries[0] + (total - kept) + new
     return 0 if old + 1 > SEGMENTS_MAX or COMPACT_SHARE * outside > total + new else old + 1
 
@@ -375,7 +381,9 @@ def run(runner: Runner, params: CandidateParams) -> CandidatesRecord:
                                        params.max_bucket, files)
     else:
         results = _grouped_candidates(runner, shingle_record, key, order_path, classes_path, basis, params,
-                                      previous, files, segment)
+                                      previous, files, segment,
+                                      light=previous is not None and bool(segment)
+                                      and _new_documents(order, previous) <= LIGHT_DOCUMENTS)
     stored = {}
     for kind, (pairs_file, counts_file) in enumerate((("pairs.npy", "counts.npy"), ("stars.npy", "star_counts.npy"))):
         pairs, counts = np.empty((0, 2), np.int64), np.empty(0, np.int64)
@@ -414,10 +422,10 @@ def run(runner: Runner, params: CandidateParams) -> CandidatesRecord:
 def _grouped_candidates(runner: Runner, shingle_record: ShingleRecord, key: str, order_path: Path,
                         classes_path: Path, basis: CandidatesBasis, params: CandidateParams,
                         previous: CandidatesRecord | None, files: list[tuple[int, str, str]],
-                        segment: int = 0) -> list[tuple]:
+                        segment: int = 0, light: bool = False) -> list[tuple]:
     """The tasks' results (band_candidates) of a few bands each, updating the last run's index if any: its base
     and segments are linked under this run's key and the new documents' index written as segment `segment`, or
-    (0) all of them compacted into a new base."""
+    (0) all of them compacted into a new base. light: the tasks are little work (engine.map)."""
     work, bands = runner.work, basis.bands.bands
     old_large = work.load_jsonl(work.output("candidates", "large_buckets.jsonl", previous.key), "candidates") \
         if previous is not None else []
@@ -441,7 +449,7 @@ def _grouped_candidates(runner: Runner, shingle_record: ShingleRecord, key: str,
                       runs=tuple(runs[i]), compact=previous is not None and not segment)
              for i, (lo, k, d) in enumerate(files)]
     return runner.engine.map(band_candidates, tasks, desc="candidates", sizes=[len(t.bands) for t in tasks],
-                             unit="band")
+                             unit="band", light=light)
 
 
 def _shuffled_candidates(runner: Runner, shingle_record: ShingleRecord, key: str, order_path: Path,

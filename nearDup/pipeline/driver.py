@@ -168,11 +168,12 @@ def _absolute(task, *names: str) -> None:
 
 
 def _map_partitions(runner: Runner, stage: str, fn, shards: list[int], keys: list[str], files: tuple[str, ...],
-                    make_task, sizes=None, unit="part", docs=None, nbytes=None, stream=None) -> tuple[int, dict]:
+                    make_task, sizes=None, unit="part", docs=None, nbytes=None, stream=None,
+                    light: bool = False) -> tuple[int, dict]:
     """Run fn over the shards whose done marker is missing or stale (make_task(i) for the i-th listed shard);
     returns how many were reused and {i: fn's result} of the shards run. docs and nbytes per shard feed the
     progress bar's rates. stream: an iterator of shard indices i whose lists (shards, keys, sizes...) it fills as
-    it goes; the tasks are then submitted as it yields them."""
+    it goes; the tasks are then submitted as it yields them. light: little work (engine.map)."""
     work = runner.work
     per_part = {name: values for name, values in (("sizes", sizes), ("docs", docs), ("nbytes", nbytes))
                 if values is not None}
@@ -191,7 +192,8 @@ def _map_partitions(runner: Runner, stage: str, fn, shards: list[int], keys: lis
             ran.append(i)
             yield make_task(i)
 
-    results = runner.engine.map(fn, todo() if stream is not None else list(todo()), desc=stage, unit=unit, **picked)
+    results = runner.engine.map(fn, todo() if stream is not None else list(todo()), desc=stage, unit=unit,
+                                light=light, **picked)
     fused = runner.fused.get(stage, set())
     return len(keys) - len(ran) - sum(n in fused for n in shards), dict(zip(ran, results))
 

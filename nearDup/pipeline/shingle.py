@@ -41,6 +41,7 @@ from ..store.manifest import ShingleRecord, ShingleStats
 from ..store.workdir import StoredTable, WorkDir
 from ..text.inputs import (
     SAME_FILE,
+    Item,
     ListedFiles,
     PackedItems,
     cut_columns,
@@ -59,6 +60,9 @@ from . import band, signature
 from .driver import PartitionTask, Runner, _files, _map_partitions, _up_to_date, fused_steps, require, write_steps
 
 SHINGLE_FILES = ("docs.npz", "values.npy", "offsets.npy")
+# An index run that reads at most this much runs its stages' tasks in its own process (engine.map light): about a
+# second of one core for plain text, against the copy-on-write cost of forking workers from a large index's run
+LIGHT_BYTES = 16 << 20
 
 
 class ShingledShard(NamedTuple):
@@ -169,7 +173,8 @@ def run(runner: Runner, args: list[str], source: SourceParams, params: ShinglePa
         runner, "shingle", shingle_partition, new.shards, new.keys, SHINGLE_FILES,
         lambda i: PartitionTask(str(work.root), new.shards[i], new.keys[i], params, new.parts[i], source,
                                 new.only[i], then=fused_steps(runner, fused, new.keys[i], new.shards[i])),
-        sizes=new.bytes, unit="B", nbytes=new.bytes, stream=iter(new))
+        sizes=new.bytes, unit="B", nbytes=new.bytes, stream=iter(new),
+        light=previous is not None and not streamed and _read_bytes(todo.todo) <= LIGHT_BYTES)
     if not new.parts and streamed:
         raise nothing
     # the catalog: the kept rows, then the new shards' rows read back a column at a time (never joined in memory)
@@ -204,6 +209,11 @@ def run(runner: Runner, args: list[str], source: SourceParams, params: ShinglePa
                                                           "reused from an interrupted run" if reused else ""))
     _report_problems(runner, record)
     return record
+
+
+def _read_bytes(todo: list[tuple[Item, frozenset | None]]) -> int:
+    """At most how many bytes the items to read hold (a JSONL range: its own bytes)."""
+    return sum(item.end - item.start if item.kind == "jsonl" else item.size for item, _ in todo)
 
 
 @dataclasses.dataclass

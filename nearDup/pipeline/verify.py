@@ -110,7 +110,8 @@ def run(runner: Runner, params: VerifyParams) -> VerifyRecord:
     chunk = min(VERIFY_CHUNK, max(MIN_VERIFY_CHUNK, -(-n // VERIFY_TASKS)))  # from n alone, never from --jobs
     tasks = [VerifyTask(str(work.root), str(todo_path), lo, min(lo + chunk, n), starts, shards)
              for lo in range(0, n, chunk)]
-    results = runner.engine.map(verify_chunk, tasks, desc="verify", sizes=[t.hi - t.lo for t in tasks], unit="pair")
+    results = runner.engine.map(verify_chunk, tasks, desc="verify", sizes=[t.hi - t.lo for t in tasks], unit="pair",
+                                light=n < VERIFY_TASKS * MIN_VERIFY_CHUNK)  # (split only to share the cores)
     if results:
         inter, la, lb, estimate = (np.concatenate(column) for column in zip(*results))
     else:
