@@ -391,7 +391,7 @@ def _live_rows_of(stored: Catalog, was_live: np.ndarray, items: Sequence[Item]) 
     """For each item, the live row with its id, or -1: the ids compared as UTF-8 bytes arrays (a million listed
     files against a million rows: no Python string or dict entry per row)."""
     rows = np.flatnonzero(was_live)
-    keys = stored.id_bytes()[rows]
+    keys = stored.id_bytes() if len(rows) == len(stored) else stored.id_bytes()[rows]  # (all live: no copy)
     if len(keys) > 1 and not (keys[1:] > keys[:-1]).all():  # rows of appended shards: sort them
         by = np.argsort(keys, kind="stable")
         rows, keys = rows[by], keys[by]

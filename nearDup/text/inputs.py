@@ -441,7 +441,7 @@ class _Folder:
             names.sort()
             filtered = bool(params.include or params.exclude)  # else every file is wanted: no matching per file
             follow = params.follow_links
-            stat_at = functools.partial(os.stat, dir_fd=fd, follow_symlinks=follow)
+            stat_at = os.stat  # called as is: a functools.partial of it costs 0.2 us more a file
             files: list[str] = []
             numbers = array.array("q")
             dirs: list[tuple[str, tuple[int, int]]] = []
@@ -449,7 +449,7 @@ class _Folder:
             add, extend = files.append, numbers.extend
             for name in names:
                 try:
-                    st = stat_at(name)
+                    st = stat_at(name, dir_fd=fd, follow_symlinks=follow)
                 except OSError:  # a dangling link (links followed) or vanished
                     skipped["symlink" if follow and _is_link(name, fd) else "excluded"] += 1
                     continue
