@@ -313,12 +313,10 @@ def plan(stored: Catalog, items: Sequence[Item], source: SourceParams) -> Plan:
     changed = []
     n: int | None  # a row number, or None where a lookup found none
     if source.records:
-        by_item: dict[str, list[int]] = {}
-        for n in np.flatnonzero(was_live).tolist():
-            by_item.setdefault(stored["item"][n], []).append(n)
+        by_item = _rows_by_item(stored, was_live)
         for item in items:
-            rows = by_item.get(item_digest(item))
-            if rows:
+            rows = by_item.get(item_digest(item).encode())
+            if rows is not None:
                 live[rows] = True
             else:
                 changed.append(item)
@@ -385,6 +383,20 @@ def plan(stored: Catalog, items: Sequence[Item], source: SourceParams) -> Plan:
             result.todo.append((item, frozenset(wanted[item.id]) if item.kind != "file" else None))
     result.catalog = Catalog({**result.catalog.columns, "live": live.astype(np.int64)})
     return result
+
+
+def _rows_by_item(stored: Catalog, was_live: np.ndarray) -> dict[bytes, np.ndarray]:
+    """The live rows of each JSONL or Parquet range, by its digest (the item column, as stored): a range's
+    records are rows that follow each other, so the column is cut where it changes, with no Python object per
+    row (10M records are ~2,500 ranges)."""
+    rows = np.flatnonzero(was_live)
+    column = stored.column("item")[rows]
+    cuts = np.flatnonzero(column[1:] != column[:-1]) + 1
+    found: dict[bytes, list[np.ndarray]] = {}
+    for lo, hi in zip([0, *cuts.tolist()], [*cuts.tolist(), len(rows)]):
+        if hi > lo:
+            found.setdefault(column[lo], []).append(rows[lo:hi])
+    return {digest: np.concatenate(parts) for digest, parts in found.items()}
 
 
 def _live_rows_of(stored: Catalog, was_live: np.ndarray, items: Sequence[Item]) -> np.ndarray:
