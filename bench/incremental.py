@@ -3,6 +3,13 @@ against a run from scratch over the same documents and against the floor any suc
 
     python bench/incremental.py [--docs 100000] [--new 1000] [--reps 3] [--compare REV] [--base-from DIR]
     python bench/incremental.py --docs 1000000 --new 10000 --reps 3 --base-from bench/out/corpora/scale-1m
+    python bench/incremental.py --jsonl --docs 10000000 --new 100000 --reps 3 --scratch-reps 1
+
+--jsonl: the base is the JSONL scale corpus of --docs records (bench/out/corpora/scale-N-jsonl, `python
+bench/big.py build N`), hard-linked, not copied; the new documents are one more shard (shard-zz-new.jsonl, built
+like it with seed 2, every tenth record an edited copy of a base record). The index copy of each repetition is
+hard-linked too (nearDup replaces files, never writes into one: checked after every run), and --scratch-reps
+bounds the runs from scratch (200 s at 10M).
 
 The base corpus is the scale corpus (corpora.build_scale; --base-from copies one built already, such as
 bench/out/corpora/scale-1m, instead of generating it), the new documents another scale corpus (seed 2), a tenth of
@@ -41,7 +48,8 @@ import common  # noqa: E402
 import run as bench_run  # noqa: E402
 
 SECTIONS = {False: ("<!-- incremental: bench/incremental.py -->", "<!-- /incremental -->"),
-            True: ("<!-- index at 1M: bench/incremental.py -->", "<!-- /index at 1M -->")}
+            True: ("<!-- index at 1M: bench/incremental.py -->", "<!-- /index at 1M -->"),
+            "jsonl": ("<!-- index of JSONL: bench/incremental.py --jsonl -->", "<!-- /index of JSONL -->")}
 MB = 1 << 20
 
 
@@ -116,6 +124,52 @@ def build(n_docs: int, n_new: int, base_from: str | None = None) -> tuple[str, s
     return os.path.join(base, "docs"), new
 
 
+def build_jsonl(n_docs: int, n_new: int) -> tuple[str, str]:
+    """The base folder (hard links of the shards of bench/out/corpora/scale-N-jsonl) and the new shard's path (a
+    JSONL scale corpus of n_new records, seed 2, every tenth record an edited copy of a base record), both made
+    once in bench/out/incremental."""
+    import big
+    corpus = big.corpus_dir(os.path.join(HERE, "out", "corpora"), n_docs)
+    if not os.path.exists(os.path.join(corpus, "meta.json")):
+        sys.exit(f"{corpus}: build it first: python bench/big.py build {n_docs}")
+    base = os.path.join(OUT, f"jsonl-base-{n_docs}")
+    if not os.path.exists(base):
+        os.makedirs(base + ".tmp", exist_ok=True)
+        for name in sorted(os.listdir(corpus)):
+            if name.startswith("shard-") and not os.path.exists(os.path.join(base + ".tmp", name)):
+                os.link(os.path.join(corpus, name), os.path.join(base + ".tmp", name))
+        os.rename(base + ".tmp", base)
+    new = os.path.join(OUT, f"jsonl-new-{n_new}", "shard-zz-new.jsonl")
+    if not os.path.exists(new):
+        tmp = os.path.join(OUT, f"jsonl-new-{n_new}.tmp")
+        big.build(n_new, tmp, seed=2)
+        rng = random.Random(3)
+        vocab, _ = corpora.imdb_vocabulary()
+        with open(os.path.join(base, "shard-00000.jsonl"), "rb") as f:
+            originals = [json.loads(line)["text"] for line in f]
+        lines = []
+        for shard in sorted(n for n in os.listdir(tmp) if n.startswith("shard-")):
+            with open(os.path.join(tmp, shard), "rb") as f:
+                for line in f:
+                    record = json.loads(line)
+                    if len(lines) % 10 == 0:  # an edited copy of a base record: a new near-duplicate
+                        record["text"] = corpora.edit_words(rng.choice(originals), 0.02, rng, vocab)
+                    lines.append(json.dumps({"id": f"new-{record['id']}", "text": record["text"]}) + "\n")
+        os.makedirs(os.path.dirname(new), exist_ok=True)
+        with open(new + ".tmp", "w") as f:
+            f.writelines(lines)
+        os.rename(new + ".tmp", new)
+        shutil.rmtree(tmp)
+    return base, new
+
+
+def files_state(folder: str) -> list[tuple]:
+    """(path, size, mtime_ns, inode) of every file below folder: what a run on a hard-linked copy must not change."""
+    return sorted((os.path.relpath(os.path.join(top, name), folder), st.st_size, st.st_mtime_ns, st.st_ino)
+                  for top, _, names in os.walk(folder) for name in names
+                  for st in [os.stat(os.path.join(top, name))])
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--docs", type=int, default=100_000)
@@ -124,26 +178,30 @@ def main(argv=None) -> None:
     ap.add_argument("--compare", metavar="REV", help="also time the incremental run of this commit's nearDup")
     ap.add_argument("--base-from", metavar="DIR", help="copy the base corpus (DIR/docs) from a scale corpus of "
                                                       "--docs documents built already instead of generating it")
+    ap.add_argument("--jsonl", action="store_true", help="JSONL shards (see above)")
+    ap.add_argument("--scratch-reps", type=int, help="runs from scratch (default: --reps)")
     ap.add_argument("--out", default=os.path.join(HERE, "RESULTS.md"))
     args = ap.parse_args(argv)
+    scratch_reps = args.reps if args.scratch_reps is None else args.scratch_reps
     args.base_from = args.base_from and os.path.abspath(args.base_from)  # (the benchmark changes folder)
     started = time.time()
     load_before = os.getloadavg()[0]
-    docs, new = build(args.docs, args.new, args.base_from)
+    docs, new = build_jsonl(args.docs, args.new) if args.jsonl else build(args.docs, args.new, args.base_from)
+    inputs = ["--jsonl", os.path.join(docs, "shard-*.jsonl")] if args.jsonl else [docs]
     os.chdir(OUT)  # not a checkout: `python -m` puts the working folder first on the path, before --compare's copy
     bench_run.compile_package(os.path.dirname(nearDup.__file__))  # as installed: see compile_package
     sides = {"this": None}
     if args.compare:
         source, sha = bench_run.neardup_snapshot(args.compare)
         sides[sha[:12]] = peers.neardup_env(source)
-    moved = os.path.join(docs, "zz-new")
+    moved = os.path.join(docs, os.path.basename(new) if args.jsonl else "zz-new")
     if os.path.exists(moved):  # left by an interrupted benchmark
         os.rename(moved, new)
     base = {}
     for side, env in sides.items():  # each side's own index of the base documents
         index = os.path.join(OUT, f"index-{side}")
         shutil.rmtree(index, ignore_errors=True)
-        base[side] = neardup(["run", docs, "--index", index, "-q"], env)[0]
+        base[side] = neardup(["run", *inputs, "--index", index, "-q"], env)[0]
         print(f"{side}: base index of {args.docs} documents: {base[side]['wall']:.1f} s wall, "
               f"{base[side]['cpu']:.1f} s CPU", file=sys.stderr)
     runs: dict[str, list[dict]] = {name: [] for name in ("full", *sides, "find", "start-up")}
@@ -151,22 +209,30 @@ def main(argv=None) -> None:
     for rep in range(args.reps):
         os.rename(new, moved)
         try:
-            scratch = os.path.join(OUT, "scratch")
-            shutil.rmtree(scratch, ignore_errors=True)
-            m, expected = neardup(["-w", scratch, "run", docs])
-            runs["full"].append(m)
-            shutil.rmtree(scratch, ignore_errors=True)
+            if rep < max(scratch_reps, 1):  # (at least once: its output is what every run must print)
+                scratch = os.path.join(OUT, "scratch")
+                shutil.rmtree(scratch, ignore_errors=True)
+                m, expected = neardup(["-w", scratch, "run", *inputs])
+                runs["full"].append(m)
+                shutil.rmtree(scratch, ignore_errors=True)
             for side, env in (sides.items() if rep % 2 == 0 else reversed(sides.items())):  # A B, B A, ...
                 copy = os.path.join(OUT, "index-copy")
                 shutil.rmtree(copy, ignore_errors=True)
-                shutil.copytree(os.path.join(OUT, f"index-{side}"), copy)
-                m, got = neardup(["run", docs, "--index", copy], env)
+                original = os.path.join(OUT, f"index-{side}")
+                if args.jsonl:  # 17 GB at 10M: hard links (checked below: the run replaced files, never wrote into one)
+                    before = files_state(original)
+                    subprocess.run(["cp", "-al", original, copy], check=True)
+                else:
+                    shutil.copytree(original, copy)
+                m, got = neardup(["run", *inputs, "--index", copy], env)
                 runs[side].append(m)
                 if got != expected:
                     sys.exit(f"{side}: the incremental run's result differs from the run from scratch")
+                if args.jsonl and files_state(original) != before:
+                    sys.exit(f"{side}: the run on a hard-linked copy of the index changed the original's files")
                 if side == "this":
                     sizes = disk(copy)
-                    if neardup(["run", docs, "--index", copy, "--new-only"])[1]:  # reported already: nothing new
+                    if neardup(["run", *inputs, "--index", copy, "--new-only"])[1]:  # reported already: nothing new
                         sys.exit("a second --new-only run reported pairs again")
             for name, m in floors(docs).items():
                 runs[name].append(m)
@@ -176,31 +242,46 @@ def main(argv=None) -> None:
                                              for name, v in runs.items()) +
               f"; {len(expected.splitlines())} pairs, identical", file=sys.stderr)
     med = {name: {k: statistics.median(m[k] for m in v) for k in v[0]} for name, v in runs.items()}
-    report(args, med, base, sizes, len(expected.splitlines()), load_before, time.time() - started)
+    report(args, med, base, sizes, len(expected.splitlines()), load_before, time.time() - started, runs["full"])
 
 
-def report(args, med: dict, base: dict, sizes: dict, pairs: int, load_before: float, took: float) -> None:
+def report(args, med: dict, base: dict, sizes: dict, pairs: int, load_before: float, took: float,
+           runs_full: list) -> None:
     total = args.docs + args.new
     big = args.docs >= 1_000_000
-    begin, end = SECTIONS[big]
+    begin, end = SECTIONS["jsonl" if args.jsonl else big]
     floor = med["find"]["cpu"] + med["start-up"]["cpu"]
     per_new = med["full"]["cpu"] / total * args.new  # what the new documents cost in a run from scratch
     sides = [name for name in med if name not in ("full", "find", "start-up")]
-    title = ("## The incremental index at 1M documents (issue 23, item 4)" if big
+    if args.jsonl:
+        import big
+        with open(os.path.join(big.corpus_dir(os.path.join(HERE, "out", "corpora"), args.docs), "meta.json")) as f:
+            average = json.load(f)["bytes"] / args.docs
+        files = len(os.listdir(os.path.join(OUT, f"jsonl-base-{args.docs}"))) + 1
+    else:
+        average = peers.corpus_size(os.path.join(OUT, f"base-{args.docs}", "docs"))[1] / args.docs
+        files = total
+    title = (f"## The incremental index of JSONL shards at {args.docs:,} records (issue 23, item 4)" if args.jsonl
+             else "## The incremental index at 1M documents (issue 23, item 4)" if big
              else "## Incremental index: adding documents to an index")
     command = (f"`python bench/incremental.py --docs {args.docs} --new {args.new} --reps {args.reps}"
                + (f" --compare {args.compare}" if args.compare else "")
                + (f" --base-from {os.path.relpath(args.base_from, os.path.dirname(HERE))}" if args.base_from else "")
+               + (" --jsonl" if args.jsonl else "")
+               + (f" --scratch-reps {args.scratch_reps}" if args.scratch_reps is not None else "")
                + "`")
     lines = [begin, "", title, "",
              f"{datetime.date.today()}, {platform.node()}, {os.cpu_count()} cores, Python "
              f"{platform.python_version()}; {command}; load average {load_before:.2f} at the start and "
              f"{os.getloadavg()[0]:.2f} at the end, {took / 60:.0f} min in all.", "",
-             f"An index of {args.docs:,} scale documents (built in {base['this']['wall']:.1f} s wall, "
+             f"An index of {args.docs:,} scale documents{' in JSONL shards of 100,000' if args.jsonl else ''} "
+             f"(built in {base['this']['wall']:.1f} s wall, "
              f"{base['this']['cpu']:.1f} s CPU), then {args.new:,} new documents (a tenth of them edited copies of "
-             f"indexed ones) moved into the folder. The run from scratch reads all {total:,}; the incremental run "
-             f"only the new ones. Every run printed the same {pairs} pairs, byte for byte (checked every "
-             f"repetition). Medians of {args.reps} repetitions, the runs of a repetition one after the other "
+             f"indexed ones) moved into the folder{' as one more shard' if args.jsonl else ''}. The run from scratch "
+             f"reads all {total:,}; the incremental run only the new ones. Every run printed the same {pairs} "
+             f"pairs, byte for byte (checked every repetition). Medians of {args.reps} repetitions"
+             f"{f' ({len(runs_full)} from scratch)' if len(runs_full) != args.reps else ''}, the runs of a "
+             f"repetition one after the other "
              f"(sides alternating); `others`: the CPU seconds the rest of this shared machine used meanwhile.", "",
              "| run | wall s | CPU s | CPU / floor | peak RSS MB (tree) | others CPU s |", "|---|---|---|---|---|---|",
              f"| from scratch, {total:,} documents | {med['full']['wall']:.2f} | {med['full']['cpu']:.2f} | "
@@ -210,7 +291,7 @@ def report(args, med: dict, base: dict, sizes: dict, pairs: int, load_before: fl
                f"{med[side]['peak'] / MB:.0f} | {med[side]['others']:.1f} |" for side in sides),
              *(f"| floor: {label} | {med[name]['wall']:.2f} | {med[name]['cpu']:.2f} | "
                f"{med[name]['cpu'] / floor:.2f} | {med[name]['peak'] / MB:.0f} | {med[name]['others']:.1f} |"
-               for name, label in (("find", f"`find` stat-ing the {total:,} files (C, no Python)"),
+               for name, label in (("find", f"`find` stat-ing the {files:,} files (C, no Python)"),
                                    ("start-up", "`python -c 'import nearDup.cli'`"))), "",
              f"The floors are what any run that notices edits must pay: a stat of every file (an edited file keeps "
              f"its name and its folder's mtime, so nothing cheaper finds it) and the interpreter with numpy; their "
@@ -223,7 +304,7 @@ def report(args, med: dict, base: dict, sizes: dict, pairs: int, load_before: fl
              f"({sum(sizes.values()) / MB:,.0f} MB; "
              + ", ".join(f"{part} {n / total:,.0f}" for part, n in sorted(sizes.items(), key=lambda kv: -kv[1])
                          if n / total >= 1) + " bytes per document); the documents average "
-             f"{peers.corpus_size(os.path.join(OUT, f'base-{args.docs}', 'docs'))[1] / args.docs:,.0f} bytes. "
+             f"{average:,.0f} bytes. "
              f"Memory: the incremental run's peak RSS over its process tree, "
              f"{med['this']['peak'] / MB:.0f} MB ({med['this']['peak'] / total:,.0f} bytes per indexed document).",
              "", end]

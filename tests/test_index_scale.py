@@ -269,3 +269,21 @@ def test_an_index_run_that_adds_a_few_documents_forks_no_worker(tmp_path, monkey
     assert added.exit_code == 0 and not forks
     scratch = _invoke(*args, "-w", tmp_path / "scratch")
     assert forks and scratch.stdout == added.stdout and "new_doc0000.txt" in added.stdout
+
+
+@pytest.mark.parametrize("split_rows", [1, 3, 1 << 15])
+def test_utf8_array_is_each_text_encoded_with_surrogates_kept(monkeypatch, split_rows):
+    """utf8_array against encoding each text by itself: empty texts, non-ASCII, lone surrogates (undecodable
+    file names), a NUL inside a text (a JSONL id), rows spread over several chunks of the numpy fill."""
+    from nearDup.text import inputs
+
+    monkeypatch.setattr(inputs, "SPLIT_ROWS", split_rows)
+    rng = random.Random(split_rows)
+    alphabet = ["a", "z", "/", " ", "é", "ß", "\udcff", "\udc80", "😀", "0"]
+    for texts in ([], [""], ["", ""], ["a\0b", "c"], ["x" * 300, "", "é"],
+                  ["".join(rng.choice(alphabet) for _ in range(rng.randrange(12))) for _ in range(500)]):
+        got = inputs.utf8_array(texts)
+        want = [t.encode("utf-8", "surrogatepass") for t in texts]
+        assert got.tolist() == [w.rstrip(b"\0") for w in want]  # (numpy's bytes drop trailing NULs)
+        assert got.dtype.itemsize == max(1, *map(len, want))
+        assert got.shape == (len(texts),)
