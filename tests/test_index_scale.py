@@ -285,5 +285,5 @@ def test_utf8_array_is_each_text_encoded_with_surrogates_kept(monkeypatch, split
         got = inputs.utf8_array(texts)
         want = [t.encode("utf-8", "surrogatepass") for t in texts]
         assert got.tolist() == [w.rstrip(b"\0") for w in want]  # (numpy's bytes drop trailing NULs)
-        assert got.dtype.itemsize == max(1, *map(len, want))
+        assert got.dtype.itemsize == max([1, *map(len, want)])
         assert got.shape == (len(texts),)
