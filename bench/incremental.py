@@ -197,28 +197,37 @@ def main(argv=None) -> None:
     moved = os.path.join(docs, os.path.basename(new) if args.jsonl else "zz-new")
     if os.path.exists(moved):  # left by an interrupted benchmark
         os.rename(moved, new)
+    prefix = "jsonl-" if args.jsonl else ""  # (the two modes' indexes side by side)
     base = {}
     for side, env in sides.items():  # each side's own index of the base documents
-        index = os.path.join(OUT, f"index-{side}")
+        index = os.path.join(OUT, f"{prefix}index-{side}")
         shutil.rmtree(index, ignore_errors=True)
         base[side] = neardup(["run", *inputs, "--index", index, "-q"], env)[0]
         print(f"{side}: base index of {args.docs} documents: {base[side]['wall']:.1f} s wall, "
               f"{base[side]['cpu']:.1f} s CPU", file=sys.stderr)
     runs: dict[str, list[dict]] = {name: [] for name in ("full", *sides, "find", "start-up")}
     sizes: dict[str, int] = {}
+    printed: list[tuple[str, bytes]] = []  # (side, stdout) of the incremental runs, to compare with a scratch run's
+    scratch = os.path.join(OUT, "scratch")
+
+    def from_scratch() -> bytes:
+        shutil.rmtree(scratch, ignore_errors=True)
+        m, out = neardup(["-w", scratch, "run", *inputs])
+        runs["full"].append(m)
+        shutil.rmtree(scratch, ignore_errors=True)
+        return out
+
+    expected = None
     for rep in range(args.reps):
         os.rename(new, moved)
         try:
-            if rep < max(scratch_reps, 1):  # (at least once: its output is what every run must print)
-                scratch = os.path.join(OUT, "scratch")
-                shutil.rmtree(scratch, ignore_errors=True)
-                m, expected = neardup(["-w", scratch, "run", *inputs])
-                runs["full"].append(m)
-                shutil.rmtree(scratch, ignore_errors=True)
+            # JSONL: the runs from scratch come last, once the indexes are deleted (10M: 17 GB of disk each)
+            if not args.jsonl and rep < max(scratch_reps, 1):  # (at least once: what every run must print)
+                expected = from_scratch()
             for side, env in (sides.items() if rep % 2 == 0 else reversed(sides.items())):  # A B, B A, ...
-                copy = os.path.join(OUT, "index-copy")
+                copy = os.path.join(OUT, f"{prefix}index-copy")
                 shutil.rmtree(copy, ignore_errors=True)
-                original = os.path.join(OUT, f"index-{side}")
+                original = os.path.join(OUT, f"{prefix}index-{side}")
                 if args.jsonl:  # 17 GB at 10M: hard links (checked below: the run replaced files, never wrote into one)
                     before = files_state(original)
                     subprocess.run(["cp", "-al", original, copy], check=True)
@@ -226,8 +235,7 @@ def main(argv=None) -> None:
                     shutil.copytree(original, copy)
                 m, got = neardup(["run", *inputs, "--index", copy], env)
                 runs[side].append(m)
-                if got != expected:
-                    sys.exit(f"{side}: the incremental run's result differs from the run from scratch")
+                printed.append((side, got))
                 if args.jsonl and files_state(original) != before:
                     sys.exit(f"{side}: the run on a hard-linked copy of the index changed the original's files")
                 if side == "this":
@@ -236,11 +244,22 @@ def main(argv=None) -> None:
                         sys.exit("a second --new-only run reported pairs again")
             for name, m in floors(docs).items():
                 runs[name].append(m)
+            if args.jsonl and rep == args.reps - 1:
+                for side in (*sides, "copy"):
+                    shutil.rmtree(os.path.join(OUT, f"{prefix}index-{side}"), ignore_errors=True)
+                for _ in range(max(scratch_reps, 1)):
+                    expected = from_scratch()
         finally:
             os.rename(moved, new)
+        if expected is not None:  # (JSONL: after the last repetition)
+            for side, got in printed:
+                if got != expected:
+                    sys.exit(f"{side}: the incremental run's result differs from the run from scratch")
+            printed.clear()
         print(f"rep {rep + 1}: " + "; ".join(f"{name} {v[-1]['wall']:.2f} s wall / {v[-1]['cpu']:.2f} s CPU"
-                                             for name, v in runs.items()) +
-              f"; {len(expected.splitlines())} pairs, identical", file=sys.stderr)
+                                             for name, v in runs.items() if v) +
+              (f"; {len(expected.splitlines())} pairs, identical" if expected is not None else ""), file=sys.stderr)
+    assert expected is not None
     med = {name: {k: statistics.median(m[k] for m in v) for k in v[0]} for name, v in runs.items()}
     report(args, med, base, sizes, len(expected.splitlines()), load_before, time.time() - started, runs["full"])
 

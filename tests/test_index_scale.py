@@ -2,6 +2,7 @@
 finds."""
 from __future__ import annotations
 
+import itertools
 import os
 import random
 import shutil
@@ -287,3 +288,44 @@ def test_utf8_array_is_each_text_encoded_with_surrogates_kept(monkeypatch, split
         assert got.tolist() == [w.rstrip(b"\0") for w in want]  # (numpy's bytes drop trailing NULs)
         assert got.dtype.itemsize == max([1, *map(len, want)])
         assert got.shape == (len(texts),)
+
+
+def test_copy_classes_updated_from_the_last_run_equal_those_computed_afresh(tmp_path):
+    """copies.copy_classes with the last run's labels against computing them from nothing, on the index's own work
+    dir after runs that add copies of a document that had none, remove the first document (the label) of a
+    class, remove another member, and add copies to a class."""
+    import numpy as np
+
+    from nearDup.pipeline.copies import copy_classes
+    from nearDup.store.manifest import CandidatesRecord, ShingleRecord
+    from nearDup.store.workdir import WorkDir
+
+    folder = tmp_path / "docs"
+    generate_corpus(folder, n_base=40, seed=6)
+    names = sorted(os.listdir(folder))
+    for i in range(3):  # a class of four: a0 (its label) a1 a2 a3
+        shutil.copy(folder / names[0], folder / f"a{i + 1}_{names[0]}")
+    index = tmp_path / "index"
+    args = ["run", folder, "--index", index, "--partition-docs", 8, "-t", 0.5, "-j", 1]
+    steps = [
+        lambda: [shutil.copy(folder / names[5], folder / f"b{i}_{names[5]}") for i in range(2)],  # a new class
+        lambda: os.unlink(folder / names[0]),  # the label of the class of four
+        lambda: os.unlink(folder / f"a2_{names[0]}"),  # another member
+        lambda: shutil.copy(folder / f"a1_{names[0]}", folder / f"zz_{names[0]}"),  # one more copy
+    ]
+    work = WorkDir(index)
+    labels = []
+    for step in [lambda: None, *steps]:
+        step()
+        assert _invoke(*args).exit_code == 0
+        record = work.manifest().candidates
+        stored = work.load_array(work.output("candidates", "classes.npy", record.key), "candidates")
+        order = work.load_array(work.output("candidates", "order.npy", record.key), "candidates")
+        shingle = work.manifest().shingle
+        assert isinstance(record, CandidatesRecord) and isinstance(shingle, ShingleRecord)
+        afresh = copy_classes(work, shingle, order, int(sum(shingle.shard_docs)))
+        assert (stored == afresh).all()
+        sizes = np.bincount(stored[stored >= 0])
+        labels.append(sorted(sizes[sizes > 1].tolist()))
+    # the classes of two or more did change at every step: one more, then the class of four shrinks and grows
+    assert len(labels[1]) == len(labels[0]) + 1 and all(a != b for a, b in itertools.pairwise(labels[1:]))

@@ -328,6 +328,14 @@ def _next_segment(work: WorkDir, previous: CandidatesRecord, order: np.ndarray, 
     return 0 if old + 1 > SEGMENTS_MAX or COMPACT_SHARE * outside > total + new else old + 1
 
 
+def _previous_classes(work: WorkDir, previous: CandidatesRecord | None) -> np.ndarray | None:
+    """The copy classes' labels of the last run (copies.copy_classes previous), if it can be updated."""
+    if previous is None or previous.basis is None:
+        return None
+    label = work.load_array(work.output("candidates", "classes.npy", previous.key), "candidates")
+    return label if len(label) == previous.basis.documents else None
+
+
 def _previous_candidates(work: WorkDir, basis: CandidatesBasis) -> CandidatesRecord | None:
     """The last candidates record if this run can update its band index and pairs instead of starting again:
     same signatures, bands and --max-bucket, and shards that are a prefix of today's (a global number still means
@@ -360,7 +368,11 @@ def run(runner: Runner, params: CandidateParams) -> CandidatesRecord:
     small = int((docs.catalog.live & (docs.catalog["shingles"] > 0)).sum()) - len(order)  # (0: counted as short)
     docs.catalog.let_go()  # whole columns read: out of the client's RSS (10M rows: 320 MB) before copy_classes
     classes_path = work.output("candidates", "classes.npy", key)
-    label = copy_classes(work, shingle_record, order, int(sum(shingle_record.shard_docs)))
+    basis = CandidatesBasis(signature=require(work, SignatureRecord).params, bands=upstream.params,
+                            max_bucket=params.max_bucket, min_shingles=params.min_shingles, min_size=params.min_size,
+                            shard_keys=shingle_record.shard_keys, documents=int(sum(shingle_record.shard_docs)))
+    previous = _previous_candidates(work, basis)
+    label = copy_classes(work, shingle_record, order, basis.documents, _previous_classes(work, previous))
     work.save_array(classes_path, label)
     bands = upstream.params.bands
     if params.method == "exact" or (params.method == "auto" and _join_may_pay(runner, docs.catalog, order, label,
@@ -370,10 +382,6 @@ def run(runner: Runner, params: CandidateParams) -> CandidatesRecord:
         if method == "exact":
             return _run_exact(runner, key, params, upstream.key, join, label, small)
         join.remove()
-    basis = CandidatesBasis(signature=require(work, SignatureRecord).params, bands=upstream.params,
-                            max_bucket=params.max_bucket, min_shingles=params.min_shingles, min_size=params.min_size,
-                            shard_keys=shingle_record.shard_keys, documents=int(sum(shingle_record.shard_docs)))
-    previous = _previous_candidates(work, basis)
     segment = _next_segment(work, previous, order, bands) if previous is not None else 0
     files = _index_files(bands, segment)  # what this run's tasks write
     if previous is None and runner.engine.shuffle:

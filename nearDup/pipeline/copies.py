@@ -31,7 +31,8 @@ CONFIRM_BATCH = 20_000  # documents whose sets are gathered at once to confirm t
 EXPAND_CHUNK = 100_000  # expanded pairs made and sorted at once, about
 
 
-def copy_classes(work: WorkDir, shingle_record: ShingleRecord, order: np.ndarray, documents: int) -> np.ndarray:
+def copy_classes(work: WorkDir, shingle_record: ShingleRecord, order: np.ndarray, documents: int,
+                 previous: np.ndarray | None = None) -> np.ndarray:
     """label (int64, one per global number): -1 for a document that cannot pair (not in `order`), else the smallest
     number of the documents in `order` whose shingle set is equal to its own.
 
@@ -39,13 +40,33 @@ def copy_classes(work: WorkDir, shingle_record: ShingleRecord, order: np.ndarray
     fingerprint of identical_sets (length, sum of fmix64 of the elements), then confirmed element by element
     against the first of their group: a hash alone never joins two documents. A document's label depends only on
     the documents with its band keys, so it changes only when one of those is added or removed (what an
-    incremental candidates run relies on: such a change touches the class's bucket in every band)."""
+    incremental candidates run relies on: such a change touches the class's bucket in every band).
+
+    previous: the labels of the last run, whose documents kept their numbers (its shards are a prefix of today's):
+    then only the documents that share a digest with a document added or gone since are grouped again, and the
+    others keep their labels (1M documents: a sort of every digest and the sets of every class no longer read)."""
     label = np.full(documents, -1, np.int64)
     members = np.sort(np.asarray(order, np.int64))
     label[members] = members
     if len(members) < 2:
         return label
-    digest = _band_digest(work, shingle_record)[members]
+    everyone = _band_digest(work, shingle_record)
+    if previous is not None:
+        old = len(previous)
+        was = np.flatnonzero(previous >= 0)
+        gone = was[~sets.in_sorted(was, members)]
+        touched = np.unique(np.concatenate([everyone[members[members >= old]], everyone[gone]]))
+        before = np.full(len(members), -1, np.int64)
+        before[members < old] = previous[members[members < old]]
+        # grouped again: a touched digest, or a label that is not a member today (never, by the above: a guard)
+        again = sets.in_sorted(everyone[members], touched) | ~sets.in_sorted(before, members)
+        kept = members[~again]  # (all numbered before `old`)
+        label[kept] = before[~again]
+        members = members[again]
+        if len(members) < 2:
+            return label
+    digest = everyone[members]
+    del everyone
     by = np.argsort(digest, kind="stable")  # ascending numbers within a digest
     d = digest[by]
     del digest
