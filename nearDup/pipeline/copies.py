@@ -46,7 +46,9 @@ def copy_classes(work: WorkDir, shingle_record: ShingleRecord, order: np.ndarray
     then only the documents that share a digest with a document added or gone since are grouped again, and the
     others keep their labels (1M documents: a sort of every digest and the sets of every class no longer read)."""
     label = np.full(documents, -1, np.int64)
-    members = np.sort(np.asarray(order, np.int64))
+    member = np.zeros(documents, bool)
+    member[np.asarray(order, np.int64)] = True
+    members = np.flatnonzero(member)  # ascending, without a sort
     label[members] = members
     if len(members) < 2:
         return label
@@ -54,12 +56,12 @@ def copy_classes(work: WorkDir, shingle_record: ShingleRecord, order: np.ndarray
     if previous is not None:
         old = len(previous)
         was = np.flatnonzero(previous >= 0)
-        gone = was[~sets.in_sorted(was, members)]
+        gone = was[~member[was]]
         touched = np.unique(np.concatenate([everyone[members[members >= old]], everyone[gone]]))
         before = np.full(len(members), -1, np.int64)
         before[members < old] = previous[members[members < old]]
         # grouped again: a touched digest, or a label that is not a member today (never, by the above: a guard)
-        again = sets.in_sorted(everyone[members], touched) | ~sets.in_sorted(before, members)
+        again = sets.in_sorted(everyone[members], touched) | (before < 0) | ~member[np.maximum(before, 0)]
         kept = members[~again]  # (all numbered before `old`)
         label[kept] = before[~again]
         members = members[again]
