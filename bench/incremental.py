@@ -48,8 +48,12 @@ import common  # noqa: E402
 import run as bench_run  # noqa: E402
 
 SECTIONS = {False: ("<!-- incremental: bench/incremental.py -->", "<!-- /incremental -->"),
-            True: ("<!-- index at 1M: bench/incremental.py -->", "<!-- /index at 1M -->"),
-            "jsonl": ("<!-- index of JSONL: bench/incremental.py --jsonl -->", "<!-- /index of JSONL -->")}
+            True: ("<!-- index at 1M: bench/incremental.py -->", "<!-- /index at 1M -->")}
+
+
+def jsonl_section(docs: int) -> tuple[str, str]:
+    """The markers of the --jsonl section for an index of `docs` records (one section a size)."""
+    return (f"<!-- index of JSONL, {docs:,}: bench/incremental.py --jsonl -->", f"<!-- /index of JSONL, {docs:,} -->")
 MB = 1 << 20
 
 
@@ -268,7 +272,7 @@ def report(args, med: dict, base: dict, sizes: dict, pairs: int, load_before: fl
            runs_full: list) -> None:
     total = args.docs + args.new
     big = args.docs >= 1_000_000
-    begin, end = SECTIONS["jsonl" if args.jsonl else big]
+    begin, end = jsonl_section(args.docs) if args.jsonl else SECTIONS[big]
     floor = med["find"]["cpu"] + med["start-up"]["cpu"]
     per_new = med["full"]["cpu"] / total * args.new  # what the new documents cost in a run from scratch
     sides = [name for name in med if name not in ("full", "find", "start-up")]

@@ -283,7 +283,8 @@ def pairing_order(catalog: Catalog, params: CandidateParams) -> np.ndarray:
     order, as Python sorts str)."""
     numbers = np.flatnonzero(pairable(catalog, params))
     catalog.let_go()  # live, shingles and size read whole (24 bytes a document) out of the client's RSS
-    ids = catalog.id_bytes()[numbers]
+    ids = catalog.id_bytes()
+    ids = ids if len(numbers) == len(ids) else ids[numbers]  # (every row pairable: no copy of the column)
     if len(ids) > 1 and not (ids[1:] > ids[:-1]).all():  # appended shards: restore id order
         numbers = numbers[np.argsort(ids, kind="stable")]
     return numbers.astype(np.int64)
