@@ -335,6 +335,7 @@ HEAD = 4096  # what extract.detect needs of a file's start
 _MAYBE_DOCUMENT = re.compile(
     rb"(?:\xef\xbb\xbf)?[ \t\r\n]*(?:<|From |[!-9;-~]+:)|%PDF-|PK\x03\x04|\x1f\x8b|\xfd7zXZ\x00|\x28\xb5\x2f\xfd|BZh"
     rb"|\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1|\xff\xfe|\xfe\xff|\x00\x00\xfe\xff")
+_MARKUP_FIRST = frozenset((b"<", b"\xef", b" ", b"\t", b"\r", b"\n"))  # what can start a head extract._markup accepts
 _HTML_NAMES = (".html", ".htm", ".xhtml", ".HTML", ".HTM", ".XHTML")
 _COMPRESSED_MAGIC = {b"\x1f\x8b": (b"\x1f\x8b", "gz"), b"\xfd7": (b"\xfd7zXZ\x00", "xz"),
                      b"\x28\xb5": (b"\x28\xb5\x2f\xfd", "zst"), b"BZ": (b"BZh", "bz2")}  # by first 2 bytes
@@ -367,10 +368,15 @@ def document_format(head: bytes, name: str) -> str | None:
             and head.find(b"%PDF-", 0, 1024) < 0):
         return magic[1]
     percent = head.find(b"%", 0, 1024)
-    if not (_MAYBE_DOCUMENT.match(head) or (percent > 0 and head.find(b"%PDF-", percent, 1024) >= 0)
-            or name.endswith(_HTML_NAMES)):
+    pdf = percent >= 0 and head.find(b"%PDF-", percent, 1024) >= 0
+    if not (_MAYBE_DOCUMENT.match(head) or pdf or name.endswith(_HTML_NAMES)):
         return None
-    fmt = _extract().detect(head[:HEAD], name)
+    ex = _extract()
+    # markup: detect's answer, as none of the magic numbers it tests before starts with "<", a blank or a BOM;
+    # without its copy of a page's first 4 KB and its other tests (1-1.5 us of an HTML page's 3)
+    if not pdf and head[:1] in _MARKUP_FIRST and ex._markup(head, name.lower().endswith(ex._TEXT_NAMES)):
+        return "html"
+    fmt = ex.detect(head[:HEAD], name)
     return None if fmt in ("text", "binary") else fmt
 
 
@@ -399,21 +405,22 @@ def _count(problems: dict, kind: str, n: int = 1) -> None:
 
 
 def _extracted(item: Item, path: str, fmt: str, data: bytes | None, params: SourceParams, options: ExtractOptions,
-               problems: dict, store: _TextCache | None) -> Iterator[Document]:
+               problems: dict, store: _TextCache | None) -> list[Document]:
     """The documents of a file in format fmt (data: its bytes, if read), from the cache or its extractor.
 
     A file the extractor refuses (encrypted, corrupt, no text layer, a bomb, too slow) gives one warning naming
     it and counts as unreadable (exit status 2); binary data or an unsupported container counts as binary, as a
-    plain-text reader would have it; a missing library is counted per format (missing_extras_note)."""
+    plain-text reader would have it; a missing library is counted per format (missing_extras_note). A list, not a
+    generator: one object less a file, whose documents are all in memory anyway."""
     ex = _extract()
     if params.formats and fmt not in params.formats:
         _count(problems, "other_format")
-        return
+        return []
     key = (path, item.size, item.mtime_ns)
     if key in _HUNG:  # its extraction passed the time limit in this process (time_limited_task): not again
         _problem(problems, "unreadable", f"{item.id}: still extracting after {EXTRACT_SECONDS:g} s: skipped "
                                          f"(a hung or very slow {ex.LABELS.get(fmt, fmt)} file)")
-        return
+        return []
     try:
         sha = _file_hash(path) if data is None else content_hash(data)
         stored = store.key(sha, fmt, options) if store is not None and store.may_hold() else None
@@ -429,35 +436,37 @@ def _extracted(item: Item, path: str, fmt: str, data: bytes | None, params: Sour
             except ex.ExtractError as exc:
                 if isinstance(exc, ex.MissingExtra):
                     _count(problems, f"missing:{exc.format}")
-                    return
+                    return []
                 found = {"error": [type(exc).__name__, exc.reason]}
             except _TimeLimit:
                 _problem(problems, "unreadable", f"{item.id}: still extracting after {EXTRACT_SECONDS:g} s: "
                                                  f"skipped (a hung or very slow {ex.LABELS.get(fmt, fmt)} file)")
-                return
+                return []
             if store is not None and time.thread_time() - began >= CACHE_SECONDS:
                 store.put(stored or store.key(sha, fmt, options), found)
     except OSError as e:
         _unreadable(problems, item, e)
-        return
+        return []
     if "error" in found:
         kind, reason = found["error"]
         if kind == "Unsupported":
             count_binary(problems, item.id)
         else:
             _problem(problems, "unreadable", f"{item.id}: {reason}")
-        return
+        return []
     for note in found["notes"]:  # about parts of the file (malformed mbox messages); the rest is read
         _problem(problems, "unreadable", note.replace(path, item.id, 1))
     docs = found["docs"]
     _count(problems, f"format:{fmt}", len(docs))
+    out = []
     for suffix, text in docs:
         if suffix:  # one of several documents of the file (an mbox message): its own hash and size
             raw = text.encode("utf-8", "surrogatepass")
-            yield Document(item.id + suffix, text, len(raw), item.mtime_ns,
-                           content_hash(raw), False, format=fmt)
+            out.append(Document(item.id + suffix, text, len(raw), item.mtime_ns, content_hash(raw), False,
+                                format=fmt))
         else:  # the file's size and hash, as an index and an action script check them
-            yield Document(item.id, text, item.size, item.mtime_ns, sha, False, format=fmt)
+            out.append(Document(item.id, text, item.size, item.mtime_ns, sha, False, format=fmt))
+    return out
 
 
 def missing_extras_note(counts: dict) -> str | None:
