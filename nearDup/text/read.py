@@ -54,8 +54,8 @@ class Document:
 def content_hash(data: bytes) -> str:
     """A document's content hash (Document.sha: what the catalog, an index, the extraction cache and an action
     script's check compare): SHA-256 truncated to its first 128 bits, 32 hex digits (truncation as NIST SP 800-107
-    r1 section 5.1 allows). SHA-256, not BLAKE2b: with the SHA extensions of x86 and ARM CPUs OpenSSL hashes
-    1.5-1.8 GB/s against BLAKE2b's 0.8 (bench/RESULTS-formats.md), a tenth of the cost of a plain-text file."""
+    r1 section 5.1 allows). SHA-256, not BLAKE2b: with the SHA extensions of x86 and ARM CPUs, OpenSSL hashes
+    1.3-1.8 GB/s against BLAKE2b's 0.8-0.9 (without them, 1.7x slower: bench/RESULTS-formats.md)."""
     return hashlib.sha256(data).hexdigest()[:32]
 
 
