@@ -21,11 +21,11 @@ bare, ...) so that a shared machine's load drift falls on both:
 - --against CHECKOUT: the stage of an earlier nearDup (its nearDup/ folder, e.g. from `git archive`), in the
   same passes, so that a change's effect is a ratio from one run.
 - --parts: where nearDup's per-file cost goes, in process, without the stage's files: the bare call; the file
-  read (text.read._read_file); the format detection (text.read.document_format); the content hash (blake2b, which
-  the catalog and an index need); extract() from the bytes read; and read_documents (all of them, as a task
-  runs it: its per-file bookkeeping included). CPU microseconds a file, median of --rounds interleaved passes;
-  "fmt ovh" as below, from read_documents; with --against, the earlier nearDup's read_documents in the same passes
-  ("then") and its fmt ovh. The txt row, the baseline, is always measured.
+  read (text.read._read_file); the format detection (text.read.document_format); the content hash
+  (text.read.content_hash, which the catalog and an index need); extract() from the bytes read; and read_documents
+  (all of them, as a task runs it: its per-file bookkeeping included). CPU microseconds a file, median of --rounds
+  interleaved passes; "fmt ovh" as below, from read_documents; with --against, the earlier nearDup's
+  read_documents in the same passes ("then") and its fmt ovh. The txt row, the baseline, is always measured.
 - --scaling: only the stage, with --jobs 1 and --jobs 2 in alternating passes, both over the same 8 partitions
   (--partition-docs docs / 8: partitions never depend on --jobs), on a folder large enough (thousands of files)
   that the pool's fixed cost is amortised.
@@ -162,7 +162,6 @@ def parts(out: Path, docs: int, rounds: int, only: set, then: str | None = None)
 
 
 def _parts(fmt: str, fn, files: list[Path], rounds: int, then: str | None = None) -> dict[str, float]:
-    import hashlib
     import importlib
 
     from nearDup.config import SourceParams
@@ -190,10 +189,14 @@ def _parts(fmt: str, fn, files: list[Path], rounds: int, then: str | None = None
         old_source = params(html="main") if fmt == "site_a" else params()
         old_items = list(importlib.import_module(f"{then}.text.inputs").list_items(paths, old_source).items)
 
+    def read_each(read=read):  # each file's bytes dropped before the next is read, as read_documents does: a list
+        for p, d in zip(paths, datas):  # of them all took fresh pages each pass (28 us a 28 KB ODT file, not 9)
+            read._read_file(p, len(d))
+
     steps = {"bare": lambda: [fn(p) for p in paths],
-             "read": lambda: [read._read_file(p, len(d)) for p, d in zip(paths, datas)],
+             "read": read_each,
              "detect": lambda: [read.document_format(d, p) for d, p in zip(datas, paths)],
-             "hash": lambda: [hashlib.blake2b(d, digest_size=16).hexdigest() for d in datas],
+             "hash": lambda: [read.content_hash(d) for d in datas],
              "extract": lambda: [list(extract(p, k, options, None, d)) for p, k, d in zip(paths, kinds, datas) if k],
              "documents": documents}
     if then:

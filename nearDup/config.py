@@ -15,7 +15,7 @@ from typing import NoReturn
 
 from .errors import ParameterError
 
-FORMAT = 5  # work-dir data format; bump when stored bytes change meaning (hash functions, layouts)
+FORMAT = 6  # work-dir data format; bump when stored bytes change meaning (hash functions, layouts)
 UNITS = ("word", "char")
 METHODS = ("oph", "permutation")
 # How candidates are found (--method): LSH bands, an exact set-similarity join (kernels.allpairs), or whichever

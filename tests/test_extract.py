@@ -245,6 +245,30 @@ def test_detection_on_bytes_agrees_with_detection_on_the_decoded_text(monkeypatc
         assert document_format(head, "a.txt") == (None if expected in ("text", "binary") else expected), head
 
 
+def test_the_format_of_a_whole_file_is_detects_answer_for_its_head():
+    """The plain-file reader hands document_format a whole file and names markup without copying its first HEAD
+    bytes: what lies past them (a NUL, a PDF header) must not change the answer detect() gives for the head."""
+    from nearDup.text.read import document_format
+
+    openings = [b"<!DOCTYPE html>", b"<html>", b"<p>x", b"<b>bold", b"\xef\xbb\xbf <html>", b"  \n<body>", b"<abbr>",
+                b"<?xml version='1.0'?><html>", b"%PDF-1.4 <html>", b"<html>%PDF-1.4", b"plain <html>", b"<"]
+    fills = [0, 500, 1100, ex.HEAD - 40, ex.HEAD + 10]
+    tails = [b"", b"\0", b"%PDF-1.7", b" words \xe2\x80\x99"]
+    names = ("page.html", "notes.txt", "x")
+    checked = markup = 0
+    for opening in openings:
+        for fill in fills:
+            for tail in tails:
+                data = opening + b" " * fill + tail + b" more words" * 200
+                for name in names:
+                    expected = ex.detect(data[:ex.HEAD], name)
+                    assert document_format(data, name) == (None if expected in ("text", "binary") else expected), \
+                        (opening, fill, tail, name)
+                    checked += 1
+                    markup += expected == "html"
+    assert checked == 720 and markup > 200
+
+
 def test_a_head_cut_inside_a_character_decodes_in_one_pass():
     text = "a é € 𝄞 z" * 3
     raw = text.encode()

@@ -8,14 +8,18 @@ users' files are made, else by the hand-made writers of tests/test_extract.py; o
 from __future__ import annotations
 
 import bz2
+import contextlib
 import ctypes
 import email.message
 import gzip
+import hashlib
 import importlib.util
 import itertools
+import json
 import os
 import shutil
 import signal
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -440,6 +444,34 @@ def test_extracted_text_is_cached_by_content_and_extractor_version(formats_corpu
         os.utime(path, (time.time() + 5, time.time() + 5))
     again = invoke("run", docs, "--index", idx, "--jobs", "1", "--new-only", "--format", "tsv")
     assert again.exit_code == 0 and again.stdout == "" and calls == []
+
+
+def test_an_extraction_cache_keyed_by_the_old_content_hash_is_emptied(tmp_path, monkeypatch):
+    """The cache's keys are made of content hashes: entries of BLAKE2b's (user_version 0) can never be found
+    again once the hash is SHA-256, and --force keeps the cache, so its first use empties it."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    texts = {"a": "one text about the harbour and its boats", "b": "another text about the mountains in spring"}
+    for name, text in texts.items():
+        (docs / f"{name}.txt.gz").write_bytes(gzip.compress(text.encode()))
+    monkeypatch.setattr(read, "CACHE_SECONDS", 0)  # every extraction cached, however quick
+    w, cache = tmp_path / "w", tmp_path / "w" / "extract" / "texts.sqlite"
+    assert invoke("-w", w, "shingle", docs, "--jobs", "1").exit_code == 0
+    with contextlib.closing(sqlite3.connect(cache)) as db:
+        first = {key for (key,) in db.execute("SELECT key FROM texts")}
+    # as a format 5 work dir left it: BLAKE2b keys, user_version 0; --force rebuilds the work dir, keeps the cache
+    old_key = read._cache_key(hashlib.blake2b((docs / "a.txt.gz").read_bytes(), digest_size=16).hexdigest(),
+                              ex.version("gz", ex.ExtractOptions()))
+    with contextlib.closing(sqlite3.connect(cache)) as db, db:
+        db.execute("DELETE FROM texts")
+        db.execute("INSERT INTO texts VALUES (?, ?)", (old_key, b'{"docs": [["", "stale"]], "notes": []}'))
+        db.execute("PRAGMA user_version = 0")
+    (w / "manifest.json").write_text(json.dumps({**json.loads((w / "manifest.json").read_text()), "format": 5}))
+    assert invoke("-w", w, "shingle", docs, "--jobs", "1", "--force").exit_code == 0
+    with contextlib.closing(sqlite3.connect(cache)) as db:
+        keys = {key for (key,) in db.execute("SELECT key FROM texts")}
+        assert db.execute("PRAGMA user_version").fetchone() == (read._TextCache.HASH_VERSION,)
+    assert len(first) == 2 and keys == first  # the old entry dropped, the texts extracted again and kept
 
 
 @needs_extra

@@ -1,6 +1,7 @@
 """The whole pipeline against brute-force exact Jaccard, resume behaviour, and the CLI's contracts."""
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -280,6 +281,32 @@ def test_the_default_cache_work_dir_is_rebuilt_when_another_version_wrote_it(tmp
         assert again.exit_code == 0 and again.stdout == first.stdout
         assert "rebuilding it" in again.stderr and "shingle: 34 documents" in again.stderr
         assert json.loads((cache / "manifest.json").read_text())["format"] == FORMAT
+
+
+def test_documents_are_hashed_with_sha256_and_an_index_of_blake2b_hashes_is_refused(tmp_path):
+    """A document's sha is SHA-256's first 16 bytes of its file. An index or work dir of format 5 holds BLAKE2b
+    hashes: read as they are, every unchanged file would look changed (or a renamed one missed), so it is refused
+    with what to do, and --force rebuilds it to the output of a fresh run."""
+    from nearDup.store.catalog import Catalog
+    from nearDup.store.workdir import WorkDir
+
+    index = tmp_path / "index"
+    first = invoke("run", SAMPLE, "--index", index)
+    assert first.exit_code == 0, first.stderr
+    work = WorkDir(index)
+    for shard in sorted((index / "shingle").glob("part-*.docs.npz")):
+        stored = Catalog(work.load_table(shard, "shingle"))
+        for n, doc_id in enumerate(stored.ids):
+            assert stored["sha"][n] == hashlib.sha256(open(doc_id, "rb").read()).hexdigest()[:32]
+    manifest = json.loads((index / "manifest.json").read_text())
+    (index / "manifest.json").write_text(json.dumps({**manifest, "format": 5}))  # the last format of BLAKE2b
+    refused = invoke("run", SAMPLE, "--index", index)
+    assert refused.exit_code != 0 and refused.stdout == ""
+    assert refused.stderr.count("\n") == 1 and "(format 5), this is" in refused.stderr
+    assert "re-run with --force to rebuild it" in refused.stderr
+    rebuilt = invoke("run", SAMPLE, "--index", index, "--force")
+    assert rebuilt.exit_code == 0 and rebuilt.stdout == first.stdout
+    assert json.loads((index / "manifest.json").read_text())["format"] == FORMAT == 6
 
 
 def test_jsonl_input(tmp_path):

@@ -27,8 +27,8 @@ from nearDup.text.inputs import Item
 
 
 def sha(data: bytes) -> str:
-    """A document's content hash as an index stores it: BLAKE2b, 16 bytes (of the file, or of a JSONL text)."""
-    return hashlib.blake2b(data, digest_size=16).hexdigest()
+    """A document's content hash as an index stores it: SHA-256's first 16 bytes (of the file, or of a JSONL text)."""
+    return hashlib.sha256(data).hexdigest()[:32]
 
 
 def jsonl_digest(kind, doc_id, size, mtime_ns, start, end, inode) -> str:

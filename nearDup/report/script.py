@@ -5,13 +5,13 @@ checks before every action that each file is still the one scanned (device and i
 """
 from __future__ import annotations
 
-import hashlib
 import os
 import stat
 import zlib
 
 from .. import __version__
 from ..errors import InputError
+from ..text.read import content_hash
 from ..wording import plural
 from .printer import visible
 
@@ -126,7 +126,7 @@ def _scanned(doc: dict, follow: bool) -> tuple[str, str, str, str]:
         raise _Changed(f"vanished since the scan: {visible(path)}") from None
     if (not stat.S_ISREG(st.st_mode) or st.st_size != doc["size"] or st.st_mtime_ns != doc["mtime_ns"]
             or doc.get("inode", st.st_ino) != st.st_ino
-            or ("sha" in doc and hashlib.blake2b(data, digest_size=16).hexdigest() != doc["sha"])):
+            or ("sha" in doc and content_hash(data) != doc["sha"])):
         raise _Changed(f"changed since the scan: {visible(path)}")
     mtime = st.st_mtime_ns // 1_000_000_000
     return real, folder, f"{st.st_dev} {st.st_ino}", f"{mtime} {posix_cksum(data)} {st.st_size}"

@@ -196,8 +196,9 @@ def _markup(head: bytes, text_name: bool) -> bool:
     """True when head opens as HTML by detect()'s tests on the decoded text, tried on the bytes: the tags are ASCII,
     and the first 1024 bytes are within the first 1024 characters, so a True here is detect's answer too (a False
     is not: the text is tested then). Decoding the 4 KB head cost 3-5 us of a 6 KB page's 10 us detection, and
-    most of an HTML page's format overhead (bench/RESULTS-formats.md)."""
-    if b"\0" in head:  # binary for detect() (no UTF-16/32 byte order mark starts with "<" or a blank)
+    most of an HTML page's format overhead (bench/RESULTS-formats.md). Only the first HEAD bytes are looked at, so
+    that a caller may pass a whole file without copying its head (read.document_format)."""
+    if head.find(b"\0", 0, HEAD) >= 0:  # binary for detect() (no UTF-16/32 BOM starts with "<" or a blank)
         return False
     start = (head[3:1027] if head.startswith(b"\xef\xbb\xbf") else head[:1024]).lstrip(b" \t\r\n")
     if start[:1] != b"<":
@@ -266,7 +267,29 @@ def extract(path: str, fmt: str | None = None, options: ExtractOptions = Extract
     inside a file that is read all the same (malformed mbox messages); data: the file's bytes if already read
     (the caller hashed them), which every extractor then reads instead of the file. Raises ExtractError (path
     filled in); an OSError of the system (opening or reading the file) is left to the caller, as for plain
-    files."""
+    files.
+
+    A compressed, HTML or e-mail file already read is extracted by this call (so its errors are raised here, not
+    by the iteration), without a file object of its own and two generator layers: they cost 1-1.5 us of the 5 us
+    nearDup added to a small .xz file's 48 (bench/RESULTS-formats.md)."""
+    if data is None or not (fmt in COMPRESSED or fmt in _WHOLE):
+        return _extracting(path, fmt, options, warn, data)
+    budget = _Budget(options.max_bytes)
+    try:
+        if fmt in COMPRESSED:
+            return iter(list(_compressed(io.BytesIO(data), path, fmt, options, budget, warn, 0)))
+        budget.take(len(data))  # as _read_all would
+        return iter((("", _tidy(_WHOLE[fmt](data, options), options)),))
+    except Exception as exc:
+        failure = _failure(exc, fmt)
+        if isinstance(failure, ExtractError):
+            failure.path = failure.path or path
+        if failure is exc:
+            raise
+        raise failure from exc
+
+
+def _extracting(path: str, fmt: str | None, options: ExtractOptions, warn, data: bytes | None):
     with open(path, "rb") if data is None else io.BytesIO(data) as f:
         if fmt is None:
             fmt = detect(f.read(HEAD), path)
@@ -276,6 +299,15 @@ def extract(path: str, fmt: str | None = None, options: ExtractOptions = Extract
         except ExtractError as exc:
             exc.path = exc.path or path
             raise
+
+
+def _failure(exc: Exception, fmt: str) -> Exception:
+    """What an exception raised while reading a file of format fmt becomes: ExtractError, MemoryError and the
+    system's OSError (the disk or the file system, not the format) as they are; any other, a parser's or a
+    decompressor's (each has its own types, all mean the same to the user), Corrupt."""
+    if isinstance(exc, (ExtractError, MemoryError)) or (isinstance(exc, OSError) and exc.errno is not None):
+        return exc  # (gzip's BadGzipFile is an OSError without errno)
+    return Corrupt(f"corrupt or truncated {LABELS.get(fmt, fmt)} ({_detail(exc)}): skipped")
 
 
 def _extract(f, name: str, fmt: str, options: ExtractOptions, budget: _Budget, warn, depth: int):
@@ -298,16 +330,11 @@ def _extract(f, name: str, fmt: str, options: ExtractOptions, budget: _Budget, w
             raise Unsupported("binary, skipped")
         else:
             raise Unsupported(f"unknown format {fmt!r}: skipped")
-    except ExtractError:
-        raise
-    except MemoryError:
-        raise
-    except OSError as exc:
-        if exc.errno is not None:  # the disk or the file system, not the format (gzip's BadGzipFile has none)
+    except Exception as exc:
+        failure = _failure(exc, fmt)
+        if failure is exc:
             raise
-        raise Corrupt(f"corrupt or truncated {LABELS.get(fmt, fmt)} ({_detail(exc)}): skipped") from exc
-    except Exception as exc:  # each parser has its own exception types; all mean the same to the user
-        raise Corrupt(f"corrupt or truncated {LABELS.get(fmt, fmt)} ({_detail(exc)}): skipped") from exc
+        raise failure from exc
 
 
 def _detail(exc: Exception) -> str:

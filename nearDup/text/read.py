@@ -51,6 +51,23 @@ class Document:
     format: str = ""  # the file's format when its text was extracted (extract.FORMATS); "" for plain text
 
 
+def content_hash(data: bytes) -> str:
+    """A document's content hash (Document.sha: what the catalog, an index, the extraction cache and an action
+    script's check compare): SHA-256 truncated to its first 128 bits, 32 hex digits (truncation as NIST SP 800-107
+    r1 section 5.1 allows). SHA-256, not BLAKE2b: with the SHA extensions of x86 and ARM CPUs, OpenSSL hashes
+    1.3-1.8 GB/s against BLAKE2b's 0.8-0.9 (without them, 1.7x slower: bench/RESULTS-formats.md)."""
+    return hashlib.sha256(data).hexdigest()[:32]
+
+
+def content_digest() -> hashlib._Hash:
+    """content_hash's incremental form, for a file read block by block: update() each block, then content_hex()."""
+    return hashlib.sha256()
+
+
+def content_hex(digest: hashlib._Hash) -> str:
+    return digest.hexdigest()[:32]
+
+
 class BinaryFile(Exception):
     """Raised while streaming a large file that turns out to hold a NUL byte."""
 
@@ -146,7 +163,7 @@ def _read_items(items: Iterable[Item], params: SourceParams, problems: dict, cwd
             count_binary(problems, item.id)
             continue
         text, replaced = decoded
-        sha = hashlib.blake2b(data, digest_size=16).hexdigest()
+        sha = content_hash(data)
         yield item, Document(item.id, text, len(data), item.mtime_ns, sha, replaced)
 
 
@@ -166,14 +183,11 @@ def content_hashes(item: Item, params: SourceParams) -> Iterator[tuple[str, str]
         for doc in read(item, item.path, dataclasses.replace(params, strict=False), {}):
             yield doc.id, doc.sha
         return
-    digest = hashlib.blake2b(digest_size=16)
     try:
-        with open(item.path, "rb") as f:
-            for block in iter(lambda: f.read(BLOCK_BYTES), b""):
-                digest.update(block)
+        sha = _file_hash(item.path)
     except OSError:
         return
-    yield item.id, digest.hexdigest()
+    yield item.id, sha
 
 
 def _read_file(path: str, size: int) -> bytes:
@@ -197,7 +211,7 @@ def _streamed(item: Item, path: str) -> Document:
     doc = Document(item.id, None, 0, item.mtime_ns, "", False)
 
     def pieces() -> Iterator[str]:
-        digest = hashlib.blake2b(digest_size=16)
+        digest = content_digest()
         with open(path, "rb") as f:
             head = f.read(4)
             encoding = next((enc for bom, enc in BOMS if head.startswith(bom)), None)
@@ -224,7 +238,7 @@ def _streamed(item: Item, path: str) -> Document:
                     yield text
                 if not block:
                     break
-        doc.sha = digest.hexdigest()
+        doc.sha = content_hex(digest)
 
     doc.pieces = pieces()
     return doc
@@ -283,7 +297,7 @@ def _record(item: Item, where: str, value, text, what: str, params: SourceParams
         _bad_line(problems, params, f"{where}: {missing} text {what} {params.text_field!r}")
         return None
     raw = text.encode("utf-8", "surrogatepass")
-    return Document(doc_id, text, len(raw), item.mtime_ns, hashlib.blake2b(raw, digest_size=16).hexdigest(), False)
+    return Document(doc_id, text, len(raw), item.mtime_ns, content_hash(raw), False)
 
 
 def first_record_fields(item: Item) -> list[str] | None:
@@ -321,6 +335,7 @@ HEAD = 4096  # what extract.detect needs of a file's start
 _MAYBE_DOCUMENT = re.compile(
     rb"(?:\xef\xbb\xbf)?[ \t\r\n]*(?:<|From |[!-9;-~]+:)|%PDF-|PK\x03\x04|\x1f\x8b|\xfd7zXZ\x00|\x28\xb5\x2f\xfd|BZh"
     rb"|\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1|\xff\xfe|\xfe\xff|\x00\x00\xfe\xff")
+_MARKUP_FIRST = frozenset((b"<", b"\xef", b" ", b"\t", b"\r", b"\n"))  # what can start a head extract._markup accepts
 _HTML_NAMES = (".html", ".htm", ".xhtml", ".HTML", ".HTM", ".XHTML")
 _COMPRESSED_MAGIC = {b"\x1f\x8b": (b"\x1f\x8b", "gz"), b"\xfd7": (b"\xfd7zXZ\x00", "xz"),
                      b"\x28\xb5": (b"\x28\xb5\x2f\xfd", "zst"), b"BZ": (b"BZh", "bz2")}  # by first 2 bytes
@@ -353,10 +368,15 @@ def document_format(head: bytes, name: str) -> str | None:
             and head.find(b"%PDF-", 0, 1024) < 0):
         return magic[1]
     percent = head.find(b"%", 0, 1024)
-    if not (_MAYBE_DOCUMENT.match(head) or (percent > 0 and head.find(b"%PDF-", percent, 1024) >= 0)
-            or name.endswith(_HTML_NAMES)):
+    pdf = percent >= 0 and head.find(b"%PDF-", percent, 1024) >= 0
+    if not (_MAYBE_DOCUMENT.match(head) or pdf or name.endswith(_HTML_NAMES)):
         return None
-    fmt = _extract().detect(head[:HEAD], name)
+    ex = _extract()
+    # markup: detect's answer, as none of the magic numbers it tests before starts with "<", a blank or a BOM;
+    # without its copy of a page's first 4 KB and its other tests (1-1.5 us of an HTML page's 3)
+    if not pdf and head[:1] in _MARKUP_FIRST and ex._markup(head, name.lower().endswith(ex._TEXT_NAMES)):
+        return "html"
+    fmt = ex.detect(head[:HEAD], name)
     return None if fmt in ("text", "binary") else fmt
 
 
@@ -385,23 +405,24 @@ def _count(problems: dict, kind: str, n: int = 1) -> None:
 
 
 def _extracted(item: Item, path: str, fmt: str, data: bytes | None, params: SourceParams, options: ExtractOptions,
-               problems: dict, store: _TextCache | None) -> Iterator[Document]:
+               problems: dict, store: _TextCache | None) -> list[Document]:
     """The documents of a file in format fmt (data: its bytes, if read), from the cache or its extractor.
 
     A file the extractor refuses (encrypted, corrupt, no text layer, a bomb, too slow) gives one warning naming
     it and counts as unreadable (exit status 2); binary data or an unsupported container counts as binary, as a
-    plain-text reader would have it; a missing library is counted per format (missing_extras_note)."""
+    plain-text reader would have it; a missing library is counted per format (missing_extras_note). A list, not a
+    generator: one object less a file, whose documents are all in memory anyway."""
     ex = _extract()
     if params.formats and fmt not in params.formats:
         _count(problems, "other_format")
-        return
+        return []
     key = (path, item.size, item.mtime_ns)
     if key in _HUNG:  # its extraction passed the time limit in this process (time_limited_task): not again
         _problem(problems, "unreadable", f"{item.id}: still extracting after {EXTRACT_SECONDS:g} s: skipped "
                                          f"(a hung or very slow {ex.LABELS.get(fmt, fmt)} file)")
-        return
+        return []
     try:
-        sha = _file_hash(path) if data is None else hashlib.blake2b(data, digest_size=16).hexdigest()
+        sha = _file_hash(path) if data is None else content_hash(data)
         stored = store.key(sha, fmt, options) if store is not None and store.may_hold() else None
         found = store.get(stored) if store is not None and stored is not None else None
         if found is None:
@@ -410,40 +431,41 @@ def _extracted(item: Item, path: str, fmt: str, data: bytes | None, params: Sour
             # waits for a core, and a third to a half of 0.4 ms DOCX, ODT and EPUB files were cached at load 15
             began = time.thread_time() if store is not None else 0.0
             try:
-                found = {"docs": _limited(key, lambda: list(ex.extract(path, fmt, options, notes.append, data))),
-                         "notes": notes}
+                found = {"docs": _limited(key, ex.extract, path, fmt, options, notes.append, data), "notes": notes}
             except ex.ExtractError as exc:
                 if isinstance(exc, ex.MissingExtra):
                     _count(problems, f"missing:{exc.format}")
-                    return
+                    return []
                 found = {"error": [type(exc).__name__, exc.reason]}
             except _TimeLimit:
                 _problem(problems, "unreadable", f"{item.id}: still extracting after {EXTRACT_SECONDS:g} s: "
                                                  f"skipped (a hung or very slow {ex.LABELS.get(fmt, fmt)} file)")
-                return
+                return []
             if store is not None and time.thread_time() - began >= CACHE_SECONDS:
                 store.put(stored or store.key(sha, fmt, options), found)
     except OSError as e:
         _unreadable(problems, item, e)
-        return
+        return []
     if "error" in found:
         kind, reason = found["error"]
         if kind == "Unsupported":
             count_binary(problems, item.id)
         else:
             _problem(problems, "unreadable", f"{item.id}: {reason}")
-        return
+        return []
     for note in found["notes"]:  # about parts of the file (malformed mbox messages); the rest is read
         _problem(problems, "unreadable", note.replace(path, item.id, 1))
     docs = found["docs"]
     _count(problems, f"format:{fmt}", len(docs))
+    out = []
     for suffix, text in docs:
         if suffix:  # one of several documents of the file (an mbox message): its own hash and size
             raw = text.encode("utf-8", "surrogatepass")
-            yield Document(item.id + suffix, text, len(raw), item.mtime_ns,
-                           hashlib.blake2b(raw, digest_size=16).hexdigest(), False, format=fmt)
+            out.append(Document(item.id + suffix, text, len(raw), item.mtime_ns, content_hash(raw), False,
+                                format=fmt))
         else:  # the file's size and hash, as an index and an action script check them
-            yield Document(item.id, text, item.size, item.mtime_ns, sha, False, format=fmt)
+            out.append(Document(item.id, text, item.size, item.mtime_ns, sha, False, format=fmt))
+    return out
 
 
 def missing_extras_note(counts: dict) -> str | None:
@@ -461,11 +483,11 @@ def missing_extras_note(counts: dict) -> str | None:
 
 
 def _file_hash(path: str) -> str:
-    digest = hashlib.blake2b(digest_size=16)
+    digest = content_digest()
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(BLOCK_BYTES), b""):
             digest.update(block)
-    return digest.hexdigest()
+    return content_hex(digest)
 
 
 def _cache_key(sha: str, version: str) -> str:
@@ -482,6 +504,10 @@ class _TextCache:
     or written is no error: the text is extracted again next time."""
 
     NAME = "texts.sqlite"
+    # SQLite's user_version of the file: the content hash its keys are made of (0, an older file's: BLAKE2b;
+    # 1: content_hash's SHA-256). Entries under another hash can never be found again, and --force keeps the
+    # file, so a file of another version is emptied when first opened.
+    HASH_VERSION = 1
 
     def __init__(self, folder: str):
         self.folder = folder
@@ -519,6 +545,12 @@ class _TextCache:
                     # no fsync: a crashed process leaves the file whole (SQLite's journal), and only a crash of
                     # the system could lose entries, which a cache may (an fsync cost ~30 ms a task here)
                     self.db.execute("PRAGMA synchronous = OFF")
+                    if self.db.execute("PRAGMA user_version").fetchone()[0] != self.HASH_VERSION:
+                        with self.db:  # one writer at a time: the check again, then the emptying
+                            self.db.execute("BEGIN IMMEDIATE")
+                            if self.db.execute("PRAGMA user_version").fetchone()[0] != self.HASH_VERSION:
+                                self.db.execute("DROP TABLE IF EXISTS texts")
+                                self.db.execute(f"PRAGMA user_version = {self.HASH_VERSION}")
                     self.db.execute("CREATE TABLE IF NOT EXISTS texts (key TEXT PRIMARY KEY, found BLOB) "
                                     "WITHOUT ROWID")
         return self.db
@@ -623,15 +655,16 @@ def time_limited_task(fn, arg):
         _HUNG.add(hung)
 
 
-def _limited(key: tuple, fn):
-    """fn() (an extraction of the file key) under the time limit: by the deadline of the task this thread runs
-    (time_limited_task), or outside one (extract, compare, query) in the extraction thread of _time_limited."""
+def _limited(key: tuple, fn, *args):
+    """list(fn(*args)) (an extraction of the file key) under the time limit: by the deadline of the task this
+    thread runs (time_limited_task), or outside one (extract, compare, query) in the extraction thread of
+    _time_limited. The arguments, not a closure: a lambda per file cost ~0.3 us."""
     guard = getattr(_local, "guard", None)
     if guard is None:
-        return _time_limited(fn, EXTRACT_SECONDS)
+        return _time_limited(lambda: list(fn(*args)), EXTRACT_SECONDS)
     guard.armed = (key, time.monotonic() + EXTRACT_SECONDS)
     try:
-        return fn()
+        return list(fn(*args))
     finally:
         guard.armed = None
         if guard.abandoned:
