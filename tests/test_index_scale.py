@@ -29,6 +29,9 @@ def test_a_folder_listed_as_columns_gives_the_items_of_the_usual_listing(tmp_pat
         assert isinstance(columns.items, ListedFiles) and not isinstance(usual.items, ListedFiles)
         assert list(columns.items) == usual.items and columns.items[:2] == usual.items[:2]
         assert [columns.items[i] for i in range(len(usual.items))] == usual.items
+        assert columns.items[-1] == usual.items[-1] and columns.items[-len(usual.items)] == usual.items[0]
+        with pytest.raises(IndexError):
+            columns.items[len(usual.items)]
         assert columns.skipped == usual.skipped and columns.links == usual.links
         assert (item_numbers(columns.items) == item_numbers(usual.items)).all()
         assert (item_id_bytes(columns.items) == item_id_bytes(usual.items)).all()

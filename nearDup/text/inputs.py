@@ -101,9 +101,9 @@ class ListedFiles(Sequence[Item]):
             return [self[j] for j in range(*i.indices(len(self)))]
         if i < 0:
             i += len(self)
-        r = bisect.bisect_right(self.starts, i) - 1
         if not 0 <= i < len(self):
             raise IndexError(i)
+        r = bisect.bisect_right(self.starts, i) - 1
         path = self.runs[r].prefix + self.runs[r].names[i - self.starts[r]]
         size, mtime_ns, inode = self.numbers[i].tolist()
         return Item("file", path, path, size, mtime_ns, inode=inode)
@@ -112,10 +112,10 @@ class ListedFiles(Sequence[Item]):
         return itertools.chain.from_iterable(map(_run_items, self.runs))
 
     def id_bytes(self) -> np.ndarray:
-        """The ids as a UTF-8 bytes array (surrogates kept), as the catalog stores them."""
+        """The ids as a UTF-8 bytes array (surrogates kept), as the catalog stores them: the paths joined by NULs
+        run by run, without a str per path (a path never holds a NUL)."""
         joined = "\0".join(run.prefix + ("\0" + run.prefix).join(run.names) for run in self.runs if run.names)
-        return _utf8_split(joined, len(self)) if "\0" not in "".join(run.prefix for run in self.runs) \
-            else utf8_array(list(map(operator.attrgetter("id"), self)))
+        return _utf8_split(joined, len(self))
 
 
 def utf8_array(texts: Sequence[str]) -> np.ndarray:
