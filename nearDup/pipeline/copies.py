@@ -61,7 +61,7 @@ def copy_classes(work: WorkDir, shingle_record: ShingleRecord, order: np.ndarray
         before = np.full(len(members), -1, np.int64)
         before[members < old] = previous[members[members < old]]
         # grouped again: a touched digest, or a label that is not a member today (never, by the above: a guard)
-        again = sets.in_sorted(everyone[members], touched) | (before < 0) | ~member[np.maximum(before, 0)]
+        again = sets.in_few(everyone[members], touched) | (before < 0) | ~member[np.maximum(before, 0)]
         kept = members[~again]  # (all numbered before `old`)
         label[kept] = before[~again]
         members = members[again]
