@@ -303,6 +303,16 @@ def index_segments(record: CandidatesRecord) -> int:
     return sum(name.startswith("index-000.s") and name.endswith(".keys.npy") for name in record.files)
 
 
+def index_runs(record: CandidatesRecord, bands: int) -> list[list[tuple[str, str]]]:
+    """For each task's bands (_index_files), the (keys, docs) file names of the record's band index runs: its
+    base, then each segment."""
+    runs: list[list[tuple[str, str]]] = [[] for _ in range(0, bands, BANDS_PER_TASK)]
+    for s in range(index_segments(record) + 1):
+        for i, (_, k, d) in enumerate(_index_files(bands, s)):
+            runs[i].append((k, d))
+    return runs
+
+
 # An incremental run appends the new documents' band index as a segment instead of rewriting the whole index
 # (14 bands x 16 bytes a document: 224 MB at 1M documents, for 1% new). The segments are merged into a new base,
 # without the documents that left, once there would be more than SEGMENTS_MAX of them or once the entries outside
@@ -318,12 +328,13 @@ def _new_documents(order: np.ndarray, previous: CandidatesRecord) -> int:
     return int((order >= previous.basis.documents).sum())
 
 
-def _next_segment(work: WorkDir, previous: CandidatesRecord, order: np.ndarray, bands: int) -> int:
-    """The segment an incremental run appends (1 for the first after the base), or 0: compact into a new base."""
+def _next_segment(work: WorkDir, previous: CandidatesRecord, order: np.ndarray, bands: int, new: int) -> int:
+    """The segment an incremental run appends (1 for the first after the base), or 0: compact into a new base.
+    new: how many of the documents in order are new (_new_documents)."""
     old = index_segments(previous)
     entries = [work.load_array(work.output("candidates", _index_files(bands, s)[0][2], previous.key), "candidates",
                                mmap=True).shape[1] for s in range(old + 1)]
-    new, total = _new_documents(order, previous), sum(entries)
+    total = sum(entries)
     kept = len(order) - new  # indexed documents still indexed
     outside = total - entries[0] + (total - kept) + new
     return 0 if old + 1 > SEGMENTS_MAX or COMPACT_SHARE * outside > total + new else old + 1
@@ -383,16 +394,15 @@ def run(runner: Runner, params: CandidateParams) -> CandidatesRecord:
         if method == "exact":
             return _run_exact(runner, key, params, upstream.key, join, label, small)
         join.remove()
-    segment = _next_segment(work, previous, order, bands) if previous is not None else 0
+    new = _new_documents(order, previous) if previous is not None else len(order)
+    segment = _next_segment(work, previous, order, bands, new) if previous is not None else 0
     files = _index_files(bands, segment)  # what this run's tasks write
     if previous is None and runner.engine.shuffle:
         results = _shuffled_candidates(runner, shingle_record, key, order_path, classes_path, len(order), basis,
                                        params.max_bucket, files)
     else:
         results = _grouped_candidates(runner, shingle_record, key, order_path, classes_path, basis, params,
-                                      previous, files, segment,
-                                      light=previous is not None and bool(segment)
-                                      and _new_documents(order, previous) <= LIGHT_DOCUMENTS)
+                                      previous, files, segment, light=bool(segment) and new <= LIGHT_DOCUMENTS)
     stored = {}
     for kind, (pairs_file, counts_file) in enumerate((("pairs.npy", "counts.npy"), ("stars.npy", "star_counts.npy"))):
         pairs, counts = np.empty((0, 2), np.int64), np.empty(0, np.int64)
@@ -438,15 +448,10 @@ def _grouped_candidates(runner: Runner, shingle_record: ShingleRecord, key: str,
     work, bands = runner.work, basis.bands.bands
     old_large = work.load_jsonl(work.output("candidates", "large_buckets.jsonl", previous.key), "candidates") \
         if previous is not None else []
-    runs: list[list[tuple[str, str]]] = [[] for _ in files]
-    if previous is not None:
-        for s in range(index_segments(previous) + 1):
-            for i, (_, k, d) in enumerate(_index_files(bands, s)):
-                runs[i].append((str(work.output("candidates", k, previous.key)),
-                                str(work.output("candidates", d, previous.key))))
-                if segment:  # kept as they are: the same files under this run's key
-                    for name in (k, d):
-                        work.link(work.output("candidates", name, previous.key), work.output("candidates", name, key))
+    runs = index_runs(previous, bands) if previous is not None else [[] for _ in files]
+    if previous is not None and segment:  # kept as they are: the same files under this run's key
+        for name in (name for task_runs in runs for run in task_runs for name in run):
+            work.link(work.output("candidates", name, previous.key), work.output("candidates", name, key))
     tasks = [BandTask(str(work.root), tuple(range(lo, min(lo + BANDS_PER_TASK, bands))), str(order_path),
                       tuple(shingle_record.shard_numbers), tuple(part_starts(shingle_record).tolist()),
                       basis.documents, params.max_bucket,
@@ -455,7 +460,9 @@ def _grouped_candidates(runner: Runner, shingle_record: ShingleRecord, key: str,
                       previous=_previous_index(work, previous),
                       large_keys=tuple(tuple(b["key"] for b in old_large if b["band"] == j)
                                        for j in range(lo, min(lo + BANDS_PER_TASK, bands))) if previous else (),
-                      runs=tuple(runs[i]), compact=previous is not None and not segment)
+                      runs=tuple(tuple(str(work.output("candidates", name, previous.key)) for name in run)
+                                 for run in runs[i]) if previous is not None else (),
+                      compact=previous is not None and not segment)
              for i, (lo, k, d) in enumerate(files)]
     return runner.engine.map(band_candidates, tasks, desc="candidates", sizes=[len(t.bands) for t in tasks],
                              unit="band", light=light)

@@ -15,7 +15,7 @@ from ..store.workdir import WorkDir
 from ..text.inputs import list_items
 from ..text.read import Document, missing_extras_note, read_documents, stdin_document
 from ..text.shingles import shingle_documents
-from .candidates import _index_files, _limits, index_segments, pairing_order
+from .candidates import _limits, index_runs, pairing_order
 from .driver import PartitionArrays, _up_to_date, part_starts, require
 from .results import inherited_threshold, recall_warning
 from .shingle import load_catalog
@@ -40,12 +40,11 @@ def _band_index(work: WorkDir, shingle_record: ShingleRecord, band_record: BandR
         if record.basis is not None:  # documents that left stay in the runs
             indexed = np.zeros(record.basis.documents, bool)
             indexed[work.load_array(work.output("candidates", "order.npy", record.key), "candidates")] = True
-        runs = [[(work.load_array(work.output("candidates", k, record.key), "candidates", mmap=True),
-                  work.load_array(work.output("candidates", d, record.key), "candidates", mmap=True))
-                 for _, k, d in _index_files(band_record.params.bands, s)] for s in range(index_segments(record) + 1)]
-        for i in range(len(runs[0])):
-            for j in range(len(runs[0][i][0])):
-                yield [(keys[j], docs[j]) for keys, docs in (run[i] for run in runs)], indexed
+        for task_runs in index_runs(record, band_record.params.bands):
+            loaded = [tuple(work.load_array(work.output("candidates", name, record.key), "candidates", mmap=True)
+                            for name in run) for run in task_runs]
+            for j in range(len(loaded[0][0])):
+                yield [(keys[j], docs[j]) for keys, docs in loaded], indexed
         return
     members = np.sort(pairing_order(load_catalog(work, shingle_record), _candidate_params(work)))
     keys = np.concatenate([work.load_array(work.part("band", n, "npy"), "band", mmap=True)[:]

@@ -44,7 +44,7 @@ from urllib.parse import unquote
 from xml.etree import ElementTree as ET
 
 from ..errors import InputError
-from .read import BOMS, decode, document_format
+from .read import BOMS, compressed_format, decode, document_format
 
 HEAD = 4096  # bytes detect() needs from the start of a file
 PIP = "pip install 'nearDup[formats]'"
@@ -157,11 +157,9 @@ def detect(head: bytes, name: str = "") -> str:
         return "pdf"
     if head.startswith(b"PK\x03\x04"):
         return _zip_hint(head)
-    for magic, fmt in ((b"\x1f\x8b", "gz"), (b"\xfd7zXZ\x00", "xz"), (b"\x28\xb5\x2f\xfd", "zst")):
-        if head.startswith(magic):
-            return fmt
-    if head.startswith(b"BZh") and head[3:4].isdigit():
-        return "bz2"
+    compressed = compressed_format(head)
+    if compressed is not None:
+        return compressed
     if head.startswith(b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"):
         return "ole"
     text_name = name.lower().endswith(_TEXT_NAMES)

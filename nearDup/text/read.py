@@ -363,10 +363,9 @@ def document_format(head: bytes, name: str) -> str | None:
         return None
     # a compressed file by its magic number, as extract.detect would name it (a PDF header in the first 1024 bytes
     # comes first there), without the regex, detect's other tests and their calls: 2 us of a .gz file's 20
-    magic = _COMPRESSED_MAGIC.get(head[:2])
-    if (magic is not None and head.startswith(magic[0]) and (magic[1] != "bz2" or head[3:4].isdigit())
-            and head.find(b"%PDF-", 0, 1024) < 0):
-        return magic[1]
+    compressed = compressed_format(head)
+    if compressed is not None and head.find(b"%PDF-", 0, 1024) < 0:
+        return compressed
     percent = head.find(b"%", 0, 1024)
     pdf = percent >= 0 and head.find(b"%PDF-", percent, 1024) >= 0
     if not (_MAYBE_DOCUMENT.match(head) or pdf or name.endswith(_HTML_NAMES)):
@@ -378,6 +377,15 @@ def document_format(head: bytes, name: str) -> str | None:
         return "html"
     fmt = ex.detect(head[:HEAD], name)
     return None if fmt in ("text", "binary") else fmt
+
+
+def compressed_format(head: bytes) -> str | None:
+    """The compressed format ("gz", "xz", "zst", "bz2") whose magic number head starts with (bzip2's: "BZh" and a
+    block size digit), or None; extract.detect's test too."""
+    magic = _COMPRESSED_MAGIC.get(head[:2])
+    if magic is None or not head.startswith(magic[0]) or (magic[1] == "bz2" and not head[3:4].isdigit()):
+        return None
+    return magic[1]
 
 
 _EXTRACT: Any = None
