@@ -332,3 +332,94 @@ def test_copy_classes_updated_from_the_last_run_equal_those_computed_afresh(tmp_
         labels.append(sorted(sizes[sizes > 1].tolist()))
     # the classes of two or more did change at every step: one more, then the class of four shrinks and grows
     assert len(labels[1]) == len(labels[0]) + 1 and all(a != b for a, b in itertools.pairwise(labels[1:]))
+
+
+def test_an_index_runs_catalog_fingerprint_and_totals_are_those_of_its_rows(tmp_path):
+    """An index run composes its catalog's fingerprint and totals from the last run's and what changed (no pass
+    over the rows kept): after adds, changes, renames, deletions, touches and a damaged shard, the stored totals
+    equal those computed afresh from the stored rows, and whenever the rows differ from the last run's, so does
+    the key (touching a file changes only its row's mtime)."""
+    from nearDup.pipeline.shingle import load_catalog
+    from nearDup.store.catalog import fingerprint, summary
+    from nearDup.store.workdir import WorkDir
+
+    folder = tmp_path / "docs"
+    generate_corpus(folder, n_base=40, seed=4)
+    names = sorted(os.listdir(folder))
+    index = tmp_path / "index"
+    work = WorkDir(index)
+
+    def touch(name):
+        st = os.stat(folder / name)
+        os.utime(folder / name, ns=(st.st_atime_ns, st.st_mtime_ns + 7_000_000_000))
+
+    def damage():  # a stored shard's file cut short: its documents are read again
+        shard = min(p for p in (index / "shingle").glob("*") if p.name.endswith("docs.npz"))
+        shard.write_bytes(shard.read_bytes()[:-10])
+
+    steps = [lambda: None, lambda: None, lambda: touch(names[3]),
+             lambda: os.rename(folder / names[4], folder / f"moved_{names[4]}"),
+             lambda: os.unlink(folder / names[5]),
+             lambda: shutil.copy(folder / names[6], folder / "zz_copy.txt"),
+             lambda: (folder / names[7]).write_text("now something else entirely, " * 30),
+             lambda: _random_changes(folder, random.Random(5), 1), damage]
+    seen: dict[str, str] = {}  # key -> the fingerprint of the rows computed afresh
+    last = None
+    for step in steps:
+        step()
+        r = _invoke("run", folder, "--index", index, "--partition-docs", 8, "-t", 0.5, "-j", 1)
+        assert r.exit_code == 0, r.stderr
+        record = work.manifest().shingle
+        catalog = load_catalog(work, record)
+        rows = fingerprint([catalog])
+        stats = record.stats
+        assert summary([catalog]) == {"docs": stats.docs, "bytes": stats.bytes, "shingles": stats.shingles,
+                                      "short": stats.count("short"), "replaced": stats.count("replaced")}
+        assert seen.setdefault(record.key, rows) == rows  # one key, one catalog
+        if last is not None and rows != last[1]:
+            assert record.key != last[0]
+        last = (record.key, rows)
+    assert len(set(seen.values())) >= len(steps) - 2  # (the first two runs: the same rows)
+
+
+def test_index_runs_from_one_state_that_leave_different_rows_get_different_keys(tmp_path):
+    """The composed key is a function of the rows: from the same stored index, runs whose changes differ only in
+    which document died or in a touched document's new mtime (a patched row) get different keys, and the same
+    change gives the same key again."""
+    from nearDup.pipeline.shingle import load_catalog
+    from nearDup.store.catalog import fingerprint
+    from nearDup.store.workdir import WorkDir
+
+    folder, aside = tmp_path / "docs", tmp_path / "aside"
+    generate_corpus(folder, n_base=30, seed=8)
+    aside.mkdir()
+    names = sorted(os.listdir(folder))
+    index, saved = tmp_path / "index", tmp_path / "saved"
+    args = ("run", folder, "--index", index, "--partition-docs", 8, "-t", 0.5, "-j", 1)
+    assert _invoke(*args).exit_code == 0
+    shutil.copytree(index, saved)
+
+    def delete(name):
+        os.rename(folder / name, aside / name)  # (moved back after: same inode and mtime)
+        return lambda: os.rename(aside / name, folder / name)
+
+    def touch(name, seconds):
+        st = os.stat(folder / name)
+        os.utime(folder / name, ns=(st.st_atime_ns, st.st_mtime_ns + seconds * 1_000_000_000))
+        return lambda: os.utime(folder / name, ns=(st.st_atime_ns, st.st_mtime_ns))
+
+    found: dict[str, str] = {}  # rows -> key
+    keys = []
+    for change in (lambda: delete(names[2]), lambda: delete(names[9]), lambda: touch(names[2], 7),
+                   lambda: touch(names[2], 9), lambda: touch(names[9], 7), lambda: delete(names[2])):
+        shutil.rmtree(index)
+        shutil.copytree(saved, index)
+        undo = change()
+        assert _invoke(*args).exit_code == 0
+        work = WorkDir(index)
+        record = work.manifest().shingle
+        rows = fingerprint([load_catalog(work, record)])
+        assert found.setdefault(rows, record.key) == record.key
+        keys.append(record.key)
+        undo()
+    assert len(set(keys)) == 5 and keys[0] == keys[-1]

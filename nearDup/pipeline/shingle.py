@@ -29,13 +29,14 @@ from ..store.catalog import (
     binary_columns,
     binary_of,
     fingerprint,
+    fingerprint_after,
     item_digest,
     plan,
     shard_columns,
     skip_known_binary,
     stored_columns,
     summary,
-    text_widths,
+    summary_after,
 )
 from ..store.manifest import ShingleRecord, ShingleStats
 from ..store.workdir import StoredTable, WorkDir
@@ -164,7 +165,9 @@ def run(runner: Runner, args: list[str], source: SourceParams, params: ShinglePa
         if base is not None:  # planned against the stored rows: plan again from nothing
             base, todo = None, plan(Catalog.empty(), items, source)
     kept = _live_shards(base, todo.catalog.live) if base is not None else Shards()
-    catalog = todo.catalog.take(np.concatenate(kept.rows)) if kept.rows else Catalog.empty()
+    ranges = [(int(rows[0]), len(rows)) for rows in kept.rows]  # (start, count) of the stored shards kept
+    catalog = (todo.catalog if sum(kept.docs) == len(todo.catalog) else todo.catalog.take(np.concatenate(kept.rows))
+               ) if kept.rows else Catalog.empty()
     next_shard = previous.next_shard if previous is not None else 0
     new = NewPartitions(listing.items if streamed else (item for item, _ in todo.todo), source, params, content,
                         next_shard, {item.id: ids for item, ids in todo.todo})
@@ -179,17 +182,25 @@ def run(runner: Runner, args: list[str], source: SourceParams, params: ShinglePa
         raise nothing
     # the catalog: the kept rows, then the new shards' rows read back a column at a time (never joined in memory)
     totals: dict = {}
-    segments: list = [catalog, *_new_shards(work, new, shingled, kept, binary, carried, this_run, totals)]
+    added = _new_shards(work, new, shingled, kept, binary, carried, this_run, totals)
+    segments: list = [catalog, *added]
     del shingled
-    totals.update(summary(segments), skipped=listing.skipped, removed=todo.removed, renamed=todo.renamed,
-                  added=sum(int(((s.column("added") == this_run) & (s.column("live") != 0)).sum()) for s in segments))
+    if len(catalog):  # stored rows kept: their fingerprint and totals from the last run's and what changed
+        assert base is not None
+        rows = fingerprint_after(base.key, todo.catalog, ranges, todo.patched, added)
+        stored_live = load_catalog(work, base).live
+        died = load_catalog(work, base).take(np.flatnonzero(stored_live[:len(todo.catalog)] & ~todo.catalog.live))
+        totals.update(summary_after(_summary_of(base.stats), died, added))
+    else:
+        rows = fingerprint(segments)
+        totals.update(summary(segments))
+    totals.update(skipped=listing.skipped, removed=todo.removed, renamed=todo.renamed,  # (kept rows: older runs')
+                  added=sum(int(((s.column("added") == this_run) & (s.column("live") != 0)).sum()) for s in added))
     if binary:  # every binary file the inputs hold now, found by this run or an earlier one
         totals["binary"] = len(binary)
-    widths = text_widths(segments)
-    key = digest("shingle", kept.keys, inputs, fingerprint(segments, widths),
-                 *([sorted(binary.items())] if binary else []))
+    key = digest("shingle", kept.keys, inputs, rows, *([sorted(binary.items())] if binary else []))
     catalog_path = work.output("shingle", CATALOG, key)
-    work.save_columns(catalog_path, stored_columns(segments, widths))
+    work.save_columns(catalog_path, stored_columns(segments))
     del segments, catalog
     if binary:
         work.save_table(work.output("shingle", BINARY, key), binary_columns(binary))
@@ -209,6 +220,12 @@ def run(runner: Runner, args: list[str], source: SourceParams, params: ShinglePa
                                                           "reused from an interrupted run" if reused else ""))
     _report_problems(runner, record)
     return record
+
+
+def _summary_of(stats: ShingleStats) -> dict:
+    """A record's stats as catalog.summary() gave them."""
+    return {"docs": stats.docs, "bytes": stats.bytes, "shingles": stats.shingles, "short": stats.count("short"),
+            "replaced": stats.count("replaced")}
 
 
 def _read_bytes(todo: list[tuple[Item, frozenset | None]]) -> int:
