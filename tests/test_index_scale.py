@@ -3,11 +3,13 @@ finds."""
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import random
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from nearDup.config import SourceParams
@@ -423,3 +425,88 @@ def test_index_runs_from_one_state_that_leave_different_rows_get_different_keys(
         keys.append(record.key)
         undo()
     assert len(set(keys)) == 5 and keys[0] == keys[-1]
+
+
+@pytest.mark.parametrize("jsonl", [False, True])
+def test_an_appended_catalog_holds_the_rows_of_one_written_whole(tmp_path, monkeypatch, jsonl):
+    """Index runs that only add documents and delete some append their rows to the catalog as segments (and write
+    every row's liveness); after each run, the catalog they leave holds, column for column, the rows of the same
+    runs made with every catalog written whole (SEGMENTS_MAX 0), and stdout is the same; past SEGMENTS_MAX (2
+    here) segments the catalog is written whole again; a rename writes it whole."""
+    from nearDup.pipeline import shingle
+    from nearDup.store.catalog import NUMBERS, TEXT
+    from nearDup.store.workdir import WorkDir
+
+    rng = random.Random(11)
+    words = [f"w{i}" for i in range(300)]
+
+    def record_line(i):
+        return json.dumps({"id": f"r{i:04d}{'é' * (i % 3)}", "text": " ".join(rng.choices(words, k=60))}) + "\n"
+
+    def add(step, folder):
+        if jsonl:
+            lines = [record_line(100 * step + i) for i in range(12)]
+            lines += [json.dumps({"id": f"copy{step}", "text": json.loads(lines[0])["text"]}) + "\n"]
+            (folder / f"shard-{step:02d}.jsonl").write_text("".join(lines))
+        else:
+            for i in range(6):
+                (folder / f"f{step}_{i}{'é' * i}.txt").write_text(" ".join(rng.choices(words, k=60)))
+            shutil.copy(folder / f"f{step}_0.txt", folder / f"f{step}_copy.txt")
+            if step > 1:
+                os.unlink(folder / f"f{step - 1}_1é.txt")
+
+    def args(folder, index):
+        source = ["--jsonl", folder / "shard-*.jsonl"] if jsonl else [folder]
+        return ["run", *source, "--index", index, "--partition-docs", 5, "-t", 0.5, "-j", 1]
+
+    def state(index):
+        work = WorkDir(index)
+        record = work.manifest().shingle
+        catalog = shingle.load_catalog(work, record)
+        segments = sum(name.startswith("catalog.s") for name in record.files)
+        return segments, {f: (catalog.column(f).tolist() if f in TEXT else catalog.column(f).astype(np.int64).tolist())
+                          for f in (*TEXT, *NUMBERS)}
+
+    results: dict[int, list] = {2: [], 0: []}
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    for step in range(5):
+        add(step, folder)
+        for most, runs in results.items():  # two indexes of the same folder
+            monkeypatch.setattr(shingle, "SEGMENTS_MAX", most)
+            r = _invoke(*args(folder, tmp_path / f"index{most}"))
+            assert r.exit_code == 0, r.stderr
+            runs.append((r.stdout, *state(tmp_path / f"index{most}")))
+    assert [segments for _, segments, _ in results[0]] == [0] * 5
+    assert [segments for _, segments, _ in results[2]] == [0, 1, 2, 0, 1]  # written whole at the third append
+    for (out, _, rows), (out0, _, rows0) in zip(results[2], results[0]):
+        assert out == out0 and rows == rows0
+    if not jsonl:  # a rename: rows patched, the catalog written whole
+        monkeypatch.setattr(shingle, "SEGMENTS_MAX", 2)
+        os.rename(folder / "f4_2éé.txt", folder / "moved.txt")
+        assert _invoke(*args(folder, tmp_path / "index2")).exit_code == 0
+        assert state(tmp_path / "index2")[0] == 0
+
+
+def test_joined_columns_read_as_the_joined_column():
+    """JoinedColumns' point reads (value, at) and take give what the joined column gives, for text columns of
+    different widths and numbers, in any row order."""
+    from nearDup.store.catalog import Catalog, JoinedColumns
+
+    rng = np.random.default_rng(4)
+    sizes = [5, 0, 7, 1]
+    segments = [{"id": np.array([b"x" * int(rng.integers(1, 9)) + b"%d" % i for i in range(n)]),
+                 "size": rng.integers(0, 100, n)} for n in sizes]
+    whole = {f: np.concatenate([s[f] for s in segments if len(s[f])] or [segments[0][f]]) for f in ("id", "size")}
+    whole["id"] = np.concatenate([s["id"].astype("S12") for s in segments])
+    live = rng.integers(0, 2, sum(sizes)).astype(np.int8)
+    joined = JoinedColumns(segments, {"live": live})
+    rows = rng.permutation(sum(sizes))[:9]
+    for f in ("id", "size"):
+        assert [joined.value(f, n) for n in range(sum(sizes))] == whole[f].tolist()
+        assert joined.at(f, rows).tolist() == whole[f][rows].tolist()
+    catalog = Catalog(joined)
+    assert catalog.take(rows).columns["id"].tolist() == whole["id"][rows].tolist()
+    assert catalog.ids_of(rows.tolist()) == {int(n): whole["id"][n].decode() for n in rows}
+    assert (joined["size"] == whole["size"]).all() and (joined["id"] == whole["id"]).all()
+    assert catalog.with_columns(live=1 - live)["size"] is joined["size"]  # joined once, shared

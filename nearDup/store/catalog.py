@@ -7,10 +7,11 @@ so the row stays until its shard holds no live row or the shards are rebuilt).
 """
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import hashlib
 import mmap
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
@@ -39,11 +40,26 @@ class Catalog:
     the stored form stays, so an unchanged catalog is fingerprinted, joined and saved again without decoding or
     encoding 100,000 ids); NUMBERS fields as int64 arrays."""
 
-    columns: dict
+    columns: dict | JoinedColumns
 
     def __post_init__(self):
-        self.columns = dict(self.columns)
+        if not isinstance(self.columns, JoinedColumns):  # (joined: each column only when read)
+            self.columns = dict(self.columns)
         self._decoded: dict[str, list[str]] = {}
+
+    @classmethod
+    def joined(cls, segments: list[dict], live: np.ndarray) -> Catalog:
+        """The catalog of stored segments (a base, then the rows appended since, in order) whose liveness is
+        `live` (one value a row of them all)."""
+        if len(segments) == 1:
+            return cls({**segments[0], "live": live})
+        return cls(JoinedColumns(segments, {"live": live}))
+
+    def with_columns(self, **columns) -> Catalog:
+        """This catalog with some columns replaced; a joined one stays joined (no column joined for it)."""
+        if isinstance(self.columns, JoinedColumns):
+            return Catalog(self.columns.replaced(columns))
+        return Catalog({**self.columns, **columns})
 
     @classmethod
     def empty(cls) -> Catalog:
@@ -54,9 +70,8 @@ class Catalog:
         """Rows for a new shard's documents (columns as shard_columns stored them); `added` is the run a document
         (id, sha) was first indexed in, if it was already (a rebuild keeps it), else this run."""
         catalog = cls({**columns, "live": np.ones(len(columns["size"]), np.int64)})
-        catalog.columns["added"] = (np.array([added.get(key, run) for key in zip(catalog.ids, catalog["sha"])],
-                                             np.int64) if added else np.full(len(catalog), run, np.int64))
-        return catalog
+        return catalog.with_columns(added=np.array([added.get(key, run) for key in zip(catalog.ids, catalog["sha"])],
+                                                   np.int64) if added else np.full(len(catalog), run, np.int64))
 
     def __len__(self) -> int:
         return len(self.columns["live"])
@@ -88,10 +103,22 @@ class Catalog:
 
     def ids_of(self, rows) -> dict[int, str]:
         """{n: id} for a few rows, without decoding the whole column (verify names ~1,000 of 100,000)."""
-        column = self.columns["id"]
-        if isinstance(column, list):
-            return {n: column[n] for n in rows}
-        return {n: column[n].decode("utf-8", "surrogatepass") for n in rows}
+        return self.texts_of("id", rows)
+
+    def texts_of(self, field: str, rows) -> dict[int, str]:
+        """{n: value} of a text column for a few rows, without decoding (or joining) the whole column."""
+        rows = list(rows)
+        values = self._at(field, rows)
+        if isinstance(values, list):
+            return dict(zip(rows, values))
+        return {n: v.decode("utf-8", "surrogatepass") for n, v in zip(rows, values.tolist())}
+
+    def _at(self, field: str, rows: list[int]):
+        """The values of a few rows of a column as held (a list, or a stored column's array), not joined."""
+        if isinstance(self.columns, JoinedColumns):
+            return self.columns.at(field, rows)
+        column = self.columns[field]
+        return [column[n] for n in rows] if isinstance(column, list) else column[np.asarray(rows, np.int64)]
 
     def id_bytes(self) -> np.ndarray:
         """The ids as a bytes array (UTF-8, surrogates kept): what numpy can sort and compare quickly."""
@@ -112,16 +139,22 @@ class Catalog:
 
     def row(self, n: int) -> dict:
         """Row n, decoding its text only (a group names a few documents of 10M: no column decoded whole)."""
-        return {f: (self.text(f, n) if f in TEXT else int(self.columns[f][n])) for f in (*TEXT, *NUMBERS)}
+        return {f: (self.text(f, n) if f in TEXT else int(self._value(f, n))) for f in (*TEXT, *NUMBERS)}
 
     def text(self, field: str, n: int) -> str:
-        column = self.columns[field]
-        return column[n] if isinstance(column, list) else column[n].decode("utf-8", "surrogatepass")
+        value = self._value(field, n)
+        return value if isinstance(value, str) else value.decode("utf-8", "surrogatepass")
+
+    def _value(self, field: str, n: int):
+        columns = self.columns
+        return columns.value(field, n) if isinstance(columns, JoinedColumns) else columns[field][n]
 
     def take(self, index: np.ndarray) -> Catalog:
         index = np.asarray(index, np.int64)
         if len(index) == len(self) and np.array_equal(index, np.arange(len(self))):
             return self
+        if isinstance(self.columns, JoinedColumns):
+            return Catalog({f: self.columns.at(f, index) for f in self.columns})
         return Catalog({f: ([self[f][i] for i in index.tolist()] if isinstance(c, list) else c[index])
                         for f, c in self.columns.items()})
 
@@ -150,9 +183,66 @@ class Catalog:
     def let_go(self) -> None:
         """Drop the pages of its mapped columns from this process (a stage that read whole columns of 10M rows
         would otherwise keep them in the client's RSS while the catalog is cached); touched again, they are read
-        again from the page cache."""
+        again from the page cache (a joined column: joined again)."""
+        if isinstance(self.columns, JoinedColumns):
+            self.columns.let_go()
+            return
         for column in self.columns.values():
             _let_go(column)
+
+
+class JoinedColumns(Mapping):
+    """The columns of a catalog stored as segments (the rows of a base, then those that index runs appended; each
+    a stored table, mapped), each column joined when first read and kept: a run reads a few of them, so a run that
+    appends rows writes only those (at 10M rows, rewriting the whole catalog cost 3 CPU s a run). `fixed`
+    replaces a column whole (the liveness, stored apart since it changes in old rows too)."""
+
+    def __init__(self, segments: list[dict], fixed: dict, joined: dict | None = None):
+        self.segments, self.fixed = segments, fixed
+        self.joined = {} if joined is None else joined  # shared with the catalogs made by replaced()
+        self.starts = np.cumsum([0, *(len(next(iter(segment.values()))) for segment in segments)]).tolist()
+
+    def __getitem__(self, field: str):
+        if field in self.fixed:
+            return self.fixed[field]
+        if field not in self.joined:
+            self.joined[field] = _concatenated([segment[field] for segment in self.segments])
+        return self.joined[field]
+
+    def __iter__(self):
+        return iter([*self.segments[0], *(f for f in self.fixed if f not in self.segments[0])])
+
+    def __len__(self) -> int:
+        return len(set(self.segments[0]) | set(self.fixed))
+
+    def at(self, field: str, rows) -> np.ndarray:
+        """column[rows] without joining the column (a few rows of 10M)."""
+        if field in self.fixed or field in self.joined:
+            return self[field][rows]
+        rows = np.asarray(rows, np.int64)
+        starts = self.starts
+        which = np.searchsorted(starts, rows, "right") - 1
+        parts = [self.segments[s][field][rows[which == s] - starts[s]] for s in range(len(self.segments))]
+        out = np.empty(len(rows), max((p.dtype for p in parts), key=lambda d: d.itemsize))
+        for s, part in enumerate(parts):
+            out[which == s] = part
+        return out
+
+    def value(self, field: str, n: int):
+        """column[n], not joined."""
+        if field in self.fixed or field in self.joined:
+            return self[field][n]
+        s = bisect.bisect_right(self.starts, n) - 1
+        return self.segments[s][field][n - self.starts[s]]
+
+    def replaced(self, columns: dict) -> JoinedColumns:
+        return JoinedColumns(self.segments, {**self.fixed, **columns}, self.joined)
+
+    def let_go(self) -> None:
+        self.joined.clear()
+        for segment in self.segments:
+            for column in segment.values():
+                _let_go(column)
 
 
 def _let_go(column) -> None:
@@ -383,13 +473,14 @@ def plan(stored: Catalog, items: Sequence[Item], source: SourceParams) -> Plan:
         for item in changed:
             if item.kind != "file" or item.id in released_ids or item.size in released_sizes:
                 found.extend((item, doc_id, sha) for doc_id, sha in content_hashes(item, source))
+        released_shas = stored.texts_of("sha", released)  # (not the whole column decoded: 10M rows)
         by_sha: dict[str, list[int]] = {}
         for n in released:
-            by_sha.setdefault(stored["sha"][n], []).append(n)
+            by_sha.setdefault(released_shas[n], []).append(n)
         claimed: dict[str, int] = {}
         for _, doc_id, sha in found:  # the same id with the same content first (touched), then renames, by id
             n = released_ids.get(doc_id)
-            if n is not None and stored["sha"][n] == sha and not live[n]:
+            if n is not None and released_shas[n] == sha and not live[n]:
                 live[n], claimed[doc_id] = True, n
         for _, doc_id, sha in sorted(found, key=lambda f: f[1]):
             if doc_id not in claimed:
@@ -416,7 +507,7 @@ def plan(stored: Catalog, items: Sequence[Item], source: SourceParams) -> Plan:
             result.todo.append((item, None))
         elif item.id in wanted:
             result.todo.append((item, frozenset(wanted[item.id]) if item.kind != "file" else None))
-    result.catalog = Catalog({**result.catalog.columns, "live": live.astype(np.int64)})
+    result.catalog = result.catalog.with_columns(live=live.astype(np.int64))
     return result
 
 

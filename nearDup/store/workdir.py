@@ -13,6 +13,9 @@
                                        mtime_ns, inode, sha, live (false once deleted or changed), added (run);
                                        written a column at a time from the kept rows and the new shards' docs.npz
                                        (save_columns), read by later stages a column at a time, mapped (StoredTable)
+      shingle/KEY.catalog.s001.npz     an index run that only added rows (and marked some dead) appends them as a
+      shingle/KEY.catalog.live.npy     segment (the base and earlier segments linked under its key) and writes the
+                                       liveness of every row, int8; its readers join a column when they read it
       shingle/KEY.binary.npz           the binary files skipped (id, size, mtime_ns, inode): not opened again unchanged
       signature/part-00000.npy         uint32 (n_docs, num_perm)
       band/part-00000.npy              uint64 (n_docs, bands)
