@@ -510,3 +510,60 @@ def test_joined_columns_read_as_the_joined_column():
     assert catalog.ids_of(rows.tolist()) == {int(n): whole["id"][n].decode() for n in rows}
     assert (joined["size"] == whole["size"]).all() and (joined["id"] == whole["id"]).all()
     assert catalog.with_columns(live=1 - live)["size"] is joined["size"]  # joined once, shared
+
+
+def test_each_band_shard_keeps_the_digest_of_its_keys_and_a_missing_one_is_made_again(tmp_path):
+    """The band stage writes part-n.digest.npy, band_digest of the shard's keys (equal rows of keys, equal digests;
+    a key changed in any band, another digest); a work dir whose digest files are gone (an older one, or damaged)
+    makes them again and prints what it printed."""
+    from nearDup.config import BandParams
+    from nearDup.pipeline.band import band_digest
+
+    keys = np.random.default_rng(2).integers(0, 2**63, (50, 14)).astype(np.uint64)
+    keys[7] = keys[3]
+    changed = keys.copy()
+    changed[np.arange(14) + 20, np.arange(14)] += np.uint64(1)  # rows 20..33: one band each
+    params = BandParams(bands=14, rows=9, threshold=0.8)
+    digest, other = band_digest(keys, params), band_digest(changed, params)
+    assert digest[7] == digest[3] and len(set(digest.tolist())) == 49
+    assert (digest[20:34] != other[20:34]).all() and (digest[:20] == other[:20]).all()
+
+    folder = tmp_path / "docs"
+    generate_corpus(folder, n_base=40, seed=9)
+    index = tmp_path / "index"
+    args = ("run", folder, "--index", index, "--partition-docs", 10, "-t", 0.5, "-j", 1)
+    first = _invoke(*args)
+    stored = sorted((index / "band").glob("part-*.digest.npy"))
+    assert first.exit_code == 0 and len(stored) == len(list((index / "band").glob("part-*[0-9].npy"))) > 1
+    for path in stored:
+        assert (np.load(path) == band_digest(np.load(str(path).replace(".digest", "")), params)).all()
+        path.unlink()
+    (folder / "zz_new.txt").write_text((folder / sorted(os.listdir(folder))[0]).read_text())
+    again = _invoke(*args)
+    assert again.exit_code == 0 and all(path.exists() for path in stored)
+    assert again.stdout == _invoke("run", folder, "-w", tmp_path / "scratch", "--partition-docs", 10, "-t", 0.5,
+                                   "-j", 1).stdout
+
+
+def test_an_index_from_before_ranks_were_stored_is_updated_to_the_same_result(tmp_path):
+    """A last candidates run that stored no rank.npy (an index made before it was kept): the run makes the last
+    run's ranks from its order for its band tasks, prints what a run from scratch prints, stores its own ranks and
+    leaves no temporary file."""
+    folder = tmp_path / "docs"
+    generate_corpus(folder, n_base=40, seed=12)
+    index = tmp_path / "index"
+    args = ("run", folder, "--partition-docs", 10, "-t", 0.5, "-j", 1)
+    assert _invoke(*args, "--index", index).exit_code == 0
+    manifest = json.loads((index / "manifest.json").read_text())
+    files = manifest["stages"]["candidates"]["files"]
+    (index / "candidates" / f"{manifest['stages']['candidates']['key'][:12]}.rank.npy").unlink()
+    del files["rank.npy"]
+    (index / "manifest.json").write_text(json.dumps(manifest))
+    for name in sorted(os.listdir(folder))[:6:2]:
+        (folder / f"new_{name}").write_text((folder / name).read_text() + " with a few more words at the end")
+    os.unlink(folder / sorted(os.listdir(folder))[-1])
+    again = _invoke(*args, "--index", index)
+    assert again.exit_code == 0, again.stderr
+    assert again.stdout == _invoke(*args, "-w", tmp_path / "scratch").stdout and "new_" in again.stdout
+    left = sorted(p.name.split(".", 1)[1] for p in (index / "candidates").iterdir())
+    assert "rank.npy" in left and not [n for n in left if n in ("previous-rank.npy", "died.npy", "new.npy")]

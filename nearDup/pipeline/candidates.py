@@ -70,12 +70,14 @@ class BandTask:
     large_keys: tuple = ()  # per band, the keys (as int64) of the last run's large buckets
     runs: tuple = ()
     compact: bool = False
+    changed: tuple = ()  # with previous: (rank .npy, died .npy, new .npy) of this run (_changed_documents)
 
     def __post_init__(self):
         _absolute(self, "root", "order", "classes")
         _resolved(self, index=tuple(os.path.join(os.getcwd(), p) for p in self.index),
                   previous=tuple(os.path.join(os.getcwd(), p) if isinstance(p, str) else p for p in self.previous),
-                  runs=tuple(tuple(os.path.join(os.getcwd(), p) for p in run) for run in self.runs))
+                  runs=tuple(tuple(os.path.join(os.getcwd(), p) for p in run) for run in self.runs),
+                  changed=tuple(os.path.join(os.getcwd(), p) for p in self.changed))
 
 
 BANDS_PER_TASK = 4  # each task reads every band shard once; fixed, so tasks never depend on --jobs
@@ -98,32 +100,36 @@ def _keys_of(work: WorkDir, task: BandTask, numbers: np.ndarray) -> np.ndarray:
     return np.concatenate(parts) if parts else np.empty((0, len(task.bands)), np.uint64)
 
 
+def ranks(order: np.ndarray, documents: int) -> np.ndarray:
+    """rank[n]: the position of document n in order (pairing_order), -1 if it cannot pair."""
+    rank = np.full(documents, -1, np.int64)
+    rank[order] = np.arange(len(order))
+    return rank
+
+
 def band_candidates(task: BandTask) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(distinct class pairs (pipeline.copies), their counts, distinct star pairs of global numbers, their counts,
     large buckets (band, anchor, size, key)) of the task's bands. A large bucket's anchor is its first document by
     id, however the shards were appended."""
     work = WorkDir(task.root)
-    order = work.load_array(Path(task.order), "candidates")
-    label = work.load_array(Path(task.classes), "candidates")
-    rank = np.full(task.documents, -1, np.int64)
-    rank[order] = np.arange(len(order))
     found: list[list[np.ndarray]] = [[], []]  # class pairs, star pairs
     counts: list[list[np.ndarray]] = [[], []]
     large, index = [], []
     if task.previous:
-        old_order_path, old_total, old_classes = task.previous
-        old_label = work.load_array(Path(old_classes), "candidates")
-        old_order = work.load_array(Path(old_order_path), "candidates")
-        old_rank = np.full(old_total, -1, np.int64)
-        old_rank[old_order] = np.arange(len(old_order))
-        # mapped, not read: a run looks up only the buckets it touches
+        # mapped, not read: a run looks up only the buckets it touches, and their documents' ranks and classes
+        # (each task reading and inverting both runs' orders cost 4 x 0.5 CPU s at 10M documents)
+        _, old_total, old_classes, old_ranks = task.previous
+        old_label, label = (work.load_array(Path(p), "candidates", mmap=True) for p in (old_classes, task.classes))
+        old_rank, rank, died, new = (work.load_array(Path(p), "candidates", mmap=p in (old_ranks, task.changed[0]))
+                                     for p in (old_ranks, *task.changed))
         runs = [(work.load_array(Path(k), "candidates", mmap=True), work.load_array(Path(d), "candidates", mmap=True))
                 for k, d in task.runs]
-        died = old_order[rank[old_order] < 0]  # pairable in the last run, not now: deleted or changed
-        died_keys = _keys_of(work, task, np.sort(died))
-        new = np.sort(order[order >= old_total])
+        died_keys = _keys_of(work, task, died)
         new_keys = _band_keys(work, task, old_total)[new - old_total]
     else:
+        order = work.load_array(Path(task.order), "candidates")
+        label = work.load_array(Path(task.classes), "candidates")
+        rank = ranks(order, task.documents)
         members = np.sort(order)
         keys = _band_keys(work, task)[members]
     for j, band in enumerate(task.bands):
@@ -397,12 +403,14 @@ def run(runner: Runner, params: CandidateParams) -> CandidatesRecord:
     new = _new_documents(order, previous) if previous is not None else len(order)
     segment = _next_segment(work, previous, order, bands, new) if previous is not None else 0
     files = _index_files(bands, segment)  # what this run's tasks write
+    changed = _changed_documents(work, key, order, basis.documents, previous)
     if previous is None and runner.engine.shuffle:
         results = _shuffled_candidates(runner, shingle_record, key, order_path, classes_path, len(order), basis,
                                        params.max_bucket, files)
     else:
         results = _grouped_candidates(runner, shingle_record, key, order_path, classes_path, basis, params,
-                                      previous, files, segment, light=bool(segment) and new <= LIGHT_DOCUMENTS)
+                                      previous, files, segment, light=bool(segment) and new <= LIGHT_DOCUMENTS,
+                                      changed=changed)
     stored = {}
     for kind, (pairs_file, counts_file) in enumerate((("pairs.npy", "counts.npy"), ("stars.npy", "star_counts.npy"))):
         pairs, counts = np.empty((0, 2), np.int64), np.empty(0, np.int64)
@@ -427,6 +435,7 @@ def run(runner: Runner, params: CandidateParams) -> CandidatesRecord:
     record = CandidatesRecord(
         key=key, params=params, upstream=upstream.key, basis=basis,
         files=_files(work, "candidates", key, "order.npy", "classes.npy", *stored, "large_buckets.jsonl",
+                     RANK,
                      *(name for s in range(segment + 1) for _, k, d in _index_files(bands, s) for name in (k, d))),
         stats=CandidatesStats(candidates=count, large_buckets=len(large), small=small,
                               method="lsh" if params.method == "auto" else None))
@@ -438,10 +447,44 @@ def run(runner: Runner, params: CandidateParams) -> CandidatesRecord:
     return record
 
 
+RANK = "rank.npy"  # ranks(order): what the band tasks of the next run look the last run's documents up in
+
+
+def _changed_documents(work: WorkDir, key: str, order: np.ndarray, documents: int,
+                       previous: CandidatesRecord | None) -> tuple[str, ...]:
+    """Write this run's ranks (RANK); with a last run, also the documents that died since (pairable then, not now:
+    deleted or changed) and the new ones (numbered after its documents), ascending, for the band tasks (each
+    would otherwise read and invert both runs' orders). Returns (ranks, died, new) paths, or () without a last
+    run."""
+    rank = ranks(order, documents)
+    work.save_array(work.output("candidates", RANK, key), rank)
+    if previous is None:
+        return ()
+    assert previous.basis is not None  # (_previous_candidates)
+    old_order = work.load_array(work.output("candidates", "order.npy", previous.key), "candidates", mmap=True)
+    old = previous.basis.documents
+    died, new = np.sort(old_order[rank[old_order] < 0]), np.sort(order[order >= old])
+    paths = [work.output("candidates", name, key) for name in (RANK, "died.npy", "new.npy")]  # (not kept after)
+    for path, array in zip(paths[1:], (died, new)):
+        work.save_array(path, array)
+    return tuple(map(str, paths))
+
+
+def _previous_ranks(work: WorkDir, key: str, previous: CandidatesRecord) -> str:
+    """The last run's ranks file: as it stored it, or (a work dir from before they were stored) made now."""
+    if RANK in previous.files:
+        return str(work.output("candidates", RANK, previous.key))
+    assert previous.basis is not None
+    path = work.output("candidates", "previous-rank.npy", key)  # (not kept after the run)
+    work.save_array(path, ranks(work.load_array(work.output("candidates", "order.npy", previous.key), "candidates"),
+                                previous.basis.documents))
+    return str(path)
+
+
 def _grouped_candidates(runner: Runner, shingle_record: ShingleRecord, key: str, order_path: Path,
                         classes_path: Path, basis: CandidatesBasis, params: CandidateParams,
                         previous: CandidatesRecord | None, files: list[tuple[int, str, str]],
-                        segment: int = 0, light: bool = False) -> list[tuple]:
+                        segment: int = 0, light: bool = False, changed: tuple[str, ...] = ()) -> list[tuple]:
     """The tasks' results (band_candidates) of a few bands each, updating the last run's index if any: its base
     and segments are linked under this run's key and the new documents' index written as segment `segment`, or
     (0) all of them compacted into a new base. light: the tasks are little work (engine.map)."""
@@ -449,6 +492,7 @@ def _grouped_candidates(runner: Runner, shingle_record: ShingleRecord, key: str,
     old_large = work.load_jsonl(work.output("candidates", "large_buckets.jsonl", previous.key), "candidates") \
         if previous is not None else []
     runs = index_runs(previous, bands) if previous is not None else [[] for _ in files]
+    last = _previous_index(work, key, previous)
     if previous is not None and segment:  # kept as they are: the same files under this run's key
         for name in (name for task_runs in runs for run in task_runs for name in run):
             work.link(work.output("candidates", name, previous.key), work.output("candidates", name, key))
@@ -457,7 +501,7 @@ def _grouped_candidates(runner: Runner, shingle_record: ShingleRecord, key: str,
                       basis.documents, params.max_bucket,
                       (str(work.output("candidates", k, key)), str(work.output("candidates", d, key))),
                       classes=str(classes_path),
-                      previous=_previous_index(work, previous),
+                      previous=last, changed=changed,
                       large_keys=tuple(tuple(b["key"] for b in old_large if b["band"] == j)
                                        for j in range(lo, min(lo + BANDS_PER_TASK, bands))) if previous else (),
                       runs=tuple(tuple(str(work.output("candidates", name, previous.key)) for name in run)
@@ -505,12 +549,12 @@ def _shuffled_candidates(runner: Runner, shingle_record: ShingleRecord, key: str
     return results
 
 
-def _previous_index(work: WorkDir, previous: CandidatesRecord | None) -> tuple:
-    """A BandTask's `previous`: the last run's order, documents and classes, if any."""
+def _previous_index(work: WorkDir, key: str, previous: CandidatesRecord | None) -> tuple:
+    """A BandTask's `previous`: the last run's order, documents, classes and ranks, if any."""
     if previous is None or previous.basis is None:
         return ()
     return (str(work.output("candidates", "order.npy", previous.key)), previous.basis.documents,
-            str(work.output("candidates", "classes.npy", previous.key)))
+            str(work.output("candidates", "classes.npy", previous.key)), _previous_ranks(work, key, previous))
 
 
 def _limits(params: CandidateParams) -> str:

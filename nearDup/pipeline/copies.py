@@ -20,13 +20,13 @@ from collections.abc import Iterator
 import numpy as np
 
 from ..kernels import lsh, sets
-from ..kernels.hashing import U64, combine, fmix64
+from ..kernels.hashing import U64, fmix64
 from ..store.manifest import ShingleRecord, VerifyRecord
 from ..store.workdir import WorkDir
+from .band import DIGEST
 from .driver import PartitionArrays, part_starts, require
 from .shingle import load_catalog
 
-DIGEST_SEED = 0x636F7079
 CONFIRM_BATCH = 20_000  # documents whose sets are gathered at once to confirm that they are equal
 EXPAND_CHUNK = 100_000  # expanded pairs made and sorted at once, about
 
@@ -90,12 +90,8 @@ def copy_classes(work: WorkDir, shingle_record: ShingleRecord, order: np.ndarray
 
 
 def _band_digest(work: WorkDir, shingle_record: ShingleRecord) -> np.ndarray:
-    """A uint64 digest of each stored document's band keys, all bands."""
-    out = []
-    for n in shingle_record.shard_numbers:
-        keys = work.load_array(work.part("band", n, "npy"), "band", mmap=True)
-        out.append(combine((keys[:, j] for j in range(keys.shape[1])), DIGEST_SEED) if len(keys)
-                   else np.empty(0, U64))
+    """The band digest (band.band_digest) of each stored document, as the band stage stored it by shard."""
+    out = [work.load_array(work.part("band", n, DIGEST), "band") for n in shingle_record.shard_numbers]
     return np.concatenate(out) if out else np.empty(0, U64)
 
 

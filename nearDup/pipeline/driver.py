@@ -209,6 +209,12 @@ class ShardStage(Generic[P, S]):
     compute: Callable[..., np.ndarray]  # a module-level function: tasks carry it to the workers
     record: type[S]
     counts_docs: bool = False  # the record lists the documents per shard (docs)
+    derived: tuple[tuple[str, Callable[..., np.ndarray]], ...] = ()  # (suffix, f(out, params)): more files of a shard
+
+    @property
+    def files(self) -> tuple[str, ...]:
+        """A shard's files: part-n.npy, then the derived ones."""
+        return ("npy", *(suffix for suffix, _ in self.derived))
 
     def key(self, params: P, upstream_key: str) -> str:
         """The key of a shard: the key of the shard it is computed from, and the parameters."""
@@ -229,7 +235,9 @@ def write_steps(work: WorkDir, shard: int, steps: tuple[ShardStep, ...], arrays:
     for step in steps:
         out = step.stage.compute(*arrays, step.params)
         work.save_array(work.part(step.stage.name, shard, "npy"), out)
-        work.mark_part_done(step.stage.name, shard, step.key, suffixes=("npy",), stats={"docs": len(out)})
+        for suffix, derive in step.stage.derived:
+            work.save_array(work.part(step.stage.name, shard, suffix), derive(out, step.params))
+        work.mark_part_done(step.stage.name, shard, step.key, suffixes=step.stage.files, stats={"docs": len(out)})
         arrays = (out,)
 
 
@@ -265,10 +273,10 @@ def run_shard_stage(runner: Runner, stage: ShardStage[P, S], params: P, summary:
     key = digest(stage.name, keys, upstream.key)  # a new catalog over the same shards: a new record
     shards = upstream.shard_numbers
     record = _up_to_date(work, stage.record, key)
-    if record is not None and all(work.part_done(stage.name, n, k, ("npy",)) for n, k in zip(shards, keys)):
+    if record is not None and all(work.part_done(stage.name, n, k, stage.files) for n, k in zip(shards, keys)):
         runner.log(f"{stage.name}: up to date ({summary})")
         return record
-    reused, _ = _map_partitions(runner, stage.name, shard_partition, shards, keys, ("npy",),
+    reused, _ = _map_partitions(runner, stage.name, shard_partition, shards, keys, stage.files,
                                 lambda i: PartitionTask(str(work.root), shards[i], keys[i], params,
                                                         then=(ShardStep(stage, keys[i], params),)),
                                 sizes=shingle.shard_docs, unit="doc", docs=shingle.shard_docs,
