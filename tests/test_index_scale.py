@@ -567,3 +567,31 @@ def test_an_index_from_before_ranks_were_stored_is_updated_to_the_same_result(tm
     assert again.stdout == _invoke(*args, "-w", tmp_path / "scratch").stdout and "new_" in again.stdout
     left = sorted(p.name.split(".", 1)[1] for p in (index / "candidates").iterdir())
     assert "rank.npy" in left and not [n for n in left if n in ("previous-rank.npy", "died.npy", "new.npy")]
+
+
+def test_copy_classes_regroup_a_document_that_can_pair_only_now_with_its_class(tmp_path):
+    """copy_classes(previous): a document that could not pair in the last run (label -1 then) but can now joins
+    the class of its copies, whose labels were not touched otherwise; the result equals the classes afresh."""
+    from nearDup.pipeline.copies import copy_classes
+    from nearDup.store.workdir import WorkDir
+
+    folder = tmp_path / "docs"
+    generate_corpus(folder, n_base=30, seed=13)
+    names = sorted(os.listdir(folder))
+    for i in range(3):
+        shutil.copy(folder / names[4], folder / f"c{i}_{names[4]}")
+    index = tmp_path / "index"
+    assert _invoke("run", folder, "--index", index, "--partition-docs", 8, "-t", 0.5, "-j", 1).exit_code == 0
+    work = WorkDir(index)
+    record, shingle = work.manifest().candidates, work.manifest().shingle
+    order = work.load_array(work.output("candidates", "order.npy", record.key), "candidates")
+    afresh = copy_classes(work, shingle, order, int(sum(shingle.shard_docs)))
+    sizes = np.bincount(afresh[afresh >= 0])
+    big = int(np.flatnonzero(sizes >= 4)[0])  # the class of four copies, by its label
+    for who in (big, int(np.flatnonzero(afresh == big)[-1])):  # its label, then its last member
+        previous = afresh.copy()
+        previous[who] = -1  # could not pair then
+        if who == big:  # its class was labelled by the next one then
+            rest = np.flatnonzero(afresh == big)[1:]
+            previous[rest] = rest[0]
+        assert (copy_classes(work, shingle, order, len(afresh), previous) == afresh).all()

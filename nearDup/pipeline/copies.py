@@ -45,28 +45,33 @@ def copy_classes(work: WorkDir, shingle_record: ShingleRecord, order: np.ndarray
     previous: the labels of the last run, whose documents kept their numbers (its shards are a prefix of today's):
     then only the documents that share a digest with a document added or gone since are grouped again, and the
     others keep their labels (1M documents: a sort of every digest and the sets of every class no longer read)."""
-    label = np.full(documents, -1, np.int64)
     member = np.zeros(documents, bool)
     member[np.asarray(order, np.int64)] = True
-    members = np.flatnonzero(member)  # ascending, without a sort
-    label[members] = members
+    everyone = None
+    if previous is None:
+        label = np.full(documents, -1, np.int64)
+        members = np.flatnonzero(member)  # ascending, without a sort
+        label[members] = members
+    else:  # a few passes over arrays of every document (at 10M, each costs ~0.1 s): none more than needed
+        old = len(previous)
+        was, now = previous >= 0, member[:old]
+        gone, arrived = np.flatnonzero(was & ~now), np.flatnonzero(now & ~was)  # (arrived: none, as rows never
+        new = old + np.flatnonzero(member[old:])                                  # come back to life; a guard)
+        everyone = _band_digest(work, shingle_record)
+        touched = sets.sorted_unique(np.concatenate([everyone[new], everyone[gone], everyone[arrived]]))
+        # grouped again: every member whose digest a new, gone or arrived document has (a gone label's class has
+        # its digest); the others keep their labels
+        hit = np.flatnonzero(sets.in_few(everyone[:old], touched) & now)
+        label = np.empty(documents, np.int64)
+        label[:old] = previous  # (-1 for the documents that could not pair then)
+        label[gone] = -1
+        members = np.concatenate([hit, new])
+        label[old:] = -1
+        label[members] = members
     if len(members) < 2:
         return label
-    everyone = _band_digest(work, shingle_record)
-    if previous is not None:
-        old = len(previous)
-        was = np.flatnonzero(previous >= 0)
-        gone = was[~member[was]]
-        touched = np.unique(np.concatenate([everyone[members[members >= old]], everyone[gone]]))
-        before = np.full(len(members), -1, np.int64)
-        before[members < old] = previous[members[members < old]]
-        # grouped again: a touched digest, or a label that is not a member today (never, by the above: a guard)
-        again = sets.in_few(everyone[members], touched) | (before < 0) | ~member[np.maximum(before, 0)]
-        kept = members[~again]  # (all numbered before `old`)
-        label[kept] = before[~again]
-        members = members[again]
-        if len(members) < 2:
-            return label
+    if everyone is None:
+        everyone = _band_digest(work, shingle_record)
     digest = everyone[members]
     del everyone
     by = np.argsort(digest, kind="stable")  # ascending numbers within a digest
