@@ -6,6 +6,7 @@ import hashlib
 import json
 
 import numpy as np
+import pytest
 
 from nearDup.config import SourceParams
 from nearDup.store.catalog import (
@@ -356,3 +357,16 @@ def test_let_go_drops_the_pages_of_mapped_columns_and_they_read_again(tmp_path):
     assert rss_file_mb() - before < 10
     assert int(cat["size"][-1]) == rows - 1 and int(cat["size"].sum()) == rows * (rows - 1) // 2
     Catalog(three().stored()).let_go()  # columns in memory: nothing to let go
+
+
+@pytest.mark.parametrize("size", [16, 5, 24])
+def test_value_runs_are_the_runs_of_equal_values(size):
+    """_value_runs (compared as 8-byte words where the width allows) against a loop over the values."""
+    from nearDup.store.catalog import _value_runs
+
+    rng = np.random.default_rng(size)
+    for n in (0, 1, 2, 1000):
+        values = np.repeat(rng.integers(0, 3, n), rng.integers(1, 4, n))[:n]
+        column = np.array([(b"x" * size + b"%d" % v)[-size:] for v in values], f"S{size}")
+        starts = [i for i in range(n) if i == 0 or column[i] != column[i - 1]]
+        assert _value_runs(column) == (starts, [*starts[1:], n] if n else [])
