@@ -595,3 +595,22 @@ def test_copy_classes_regroup_a_document_that_can_pair_only_now_with_its_class(t
             rest = np.flatnonzero(afresh == big)[1:]
             previous[rest] = rest[0]
         assert (copy_classes(work, shingle, order, len(afresh), previous) == afresh).all()
+
+
+@pytest.mark.parametrize("files", [3, 64, 300])
+def test_listed_ids_as_bytes_are_each_path_encoded(tmp_path, files):
+    """ListedFiles.id_bytes (folders of 64 files or more: the names' rows put after their folder's prefix) against
+    each path encoded by itself: names of different lengths, non-ASCII, an undecodable byte, folders whose prefixes
+    differ in length, and paths wider than any name."""
+    root = tmp_path / "docs"
+    rng = random.Random(files)
+    for folder in ("a", "bé/longer-folder-name", "c"):
+        (root / folder).mkdir(parents=True)
+        for i in range(files):
+            name = f"{'x' * rng.randrange(1, 30)}{'é' if i % 7 == 0 else ''}{i}.txt"
+            (root / folder / name).write_text("some text")
+    os.close(os.open(os.path.join(os.fsencode(root / "c"), b"bad\xff.txt"), os.O_CREAT | os.O_WRONLY))
+    listing = list_items([str(root)], SourceParams(), columns=True)
+    got = listing.items.id_bytes()
+    expected = [item.id.encode("utf-8", "surrogatepass") for item in listing.items]
+    assert got.tolist() == expected and got.dtype.itemsize == max(map(len, expected))

@@ -112,10 +112,29 @@ class ListedFiles(Sequence[Item]):
         return itertools.chain.from_iterable(map(_run_items, self.runs))
 
     def id_bytes(self) -> np.ndarray:
-        """The ids as a UTF-8 bytes array (surrogates kept), as the catalog stores them: the paths joined by NULs
-        run by run, without a str per path (a path never holds a NUL)."""
-        joined = "\0".join(run.prefix + ("\0" + run.prefix).join(run.names) for run in self.runs if run.names)
-        return _utf8_split(joined, len(self))
+        """The ids as a UTF-8 bytes array (surrogates kept), as the catalog stores them, without a str per path:
+        the paths joined by NULs (a path never holds one) and split by numpy, or the names alone, after which
+        each folder's prefix is copied in front of its names' rows."""
+        runs = [run for run in self.runs if run.names]
+        if not runs:
+            return np.array([], "S1")
+        if len(runs) * 64 > len(self):  # many small folders: joined whole
+            return _utf8_split("\0".join(run.prefix + ("\0" + run.prefix).join(run.names) for run in runs),
+                               len(self))
+        # else a folder's prefix, most of a path's bytes, is put before its names' rows by numpy, not joined to
+        # each name and split again (a million paths: 0.39 -> 0.1 CPU s)
+        names = _utf8_split("\0".join("\0".join(run.names) for run in runs), len(self))
+        names = names.view(np.uint8).reshape(len(self), names.dtype.itemsize)
+        named = (names != 0).sum(axis=1)  # each name's length: a name holds no NUL
+        prefixes = [run.prefix.encode("utf-8", "surrogatepass") for run in runs]
+        bounds = list(itertools.accumulate((len(run.names) for run in runs), initial=0))
+        width = max(len(prefix) + int(named[lo:hi].max()) for prefix, lo, hi in zip(prefixes, bounds, bounds[1:]))
+        rows = np.zeros((len(self), max(width, 1)), np.uint8)
+        for prefix, lo, hi in zip(prefixes, bounds, bounds[1:]):
+            rows[lo:hi, :len(prefix)] = np.frombuffer(prefix, np.uint8)
+            cut = min(names.shape[1], width - len(prefix))  # (this run's names fit: they are NULs past it)
+            rows[lo:hi, len(prefix):len(prefix) + cut] = names[lo:hi, :cut]
+        return rows.view(f"S{rows.shape[1]}").reshape(len(self))
 
 
 def utf8_array(texts: Sequence[str]) -> np.ndarray:
