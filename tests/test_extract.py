@@ -237,7 +237,7 @@ def test_detection_on_bytes_agrees_with_detection_on_the_decoded_text(monkeypatc
     monkeypatch.setattr(ex, "_markup", lambda head, text_name: False)
     for (head, name), fmt in fast.items():
         assert ex.detect(head, name) == fmt, (head[:60], name)
-    # compressed magic numbers in document_format, against detect() (a PDF header first, "BZh" then a digit)
+    # compressed magic numbers in document_format, against detect() (before a PDF header; "BZh" then a digit)
     compressed = [gzip.compress(b"x"), bz2.compress(b"x"), lzma.compress(b"x"), b"\x28\xb5\x2f\xfd" + bytes(9),
                   b"BZhx not bzip2", b"BZh", b"\x1f\x8b" + b"%PDF-1.4", b"\xfd7zXZ", b"\x1f"]
     for head in compressed:
@@ -377,6 +377,24 @@ def test_streams_in_memory_follow_each_other_as_the_stdlib_readers_read_them(tmp
             ex._decompressed(data, fmt, ex._Budget(1 << 20))
     with pytest.raises(ex.Refused):
         ex._decompressed(gzip.compress(bytes(4096)), "gz", ex._Budget(4000))
+
+
+@needs_pdf
+def test_a_compressed_pdf_that_shows_its_header_reads_as_the_pdf_inside(tmp_path):
+    # gzip keeps incompressible data (all of it at level 0) in stored blocks, so a .pdf.gz may show the PDF's header
+    # in its first 1024 bytes. Named a PDF (the header was tested before the magic numbers), PDFium was handed the
+    # gzip file and read the stored blocks' headers into the text; named by its magic number, it is decompressed.
+    from nearDup.text.read import document_format
+
+    pdf = make_pdf(["\n".join(paragraphs(7, 400)[i:i + 10]) for i in range(0, 400, 10)])
+    packed = gzip.compress(pdf, compresslevel=0)
+    assert len(pdf) > 65535 and packed.find(b"%PDF-", 0, 1024) >= 0  # several stored blocks, the header shows
+    (tmp_path / "doc.pdf").write_bytes(pdf)
+    (tmp_path / "doc.pdf.gz").write_bytes(packed)
+    assert text_of(tmp_path / "doc.pdf.gz") == text_of(tmp_path / "doc.pdf")  # not 5 bytes more inside
+    assert ex.detect(packed[:ex.HEAD], "doc.pdf.gz") == document_format(packed, "doc.pdf.gz") == "gz"
+    assert "\n".join(t for _, t in ex.extract(str(tmp_path / "doc.pdf.gz"), "gz", data=packed)) == \
+        text_of(tmp_path / "doc.pdf")
 
 
 def test_untidied_texts_give_the_shingles_of_the_tidied_ones(tmp_path):
