@@ -24,6 +24,7 @@ import subprocess
 import sys
 import threading
 import time
+import types
 import zipfile
 from pathlib import Path
 
@@ -444,6 +445,36 @@ def test_extracted_text_is_cached_by_content_and_extractor_version(formats_corpu
         os.utime(path, (time.time() + 5, time.time() + 5))
     again = invoke("run", docs, "--index", idx, "--jobs", "1", "--new-only", "--format", "tsv")
     assert again.exit_code == 0 and again.stdout == "" and calls == []
+
+
+def test_the_extraction_cache_reads_the_cpu_clock_only_for_formats_that_took_long(tmp_path, monkeypatch):
+    """An extraction is cached when it took CACHE_SECONDS of its thread's CPU time. That clock is a system call
+    (1.1 us a file); a thread's CPU time over an interval is at most its wall time, so a quicker extraction by the
+    wall clock is decided without it, and a format is timed by it once one of its extractions took longer."""
+    now = {"wall": 100.0, "cpu": 5.0}
+    reads: list[float] = []
+
+    def thread_time() -> float:
+        reads.append(now["cpu"])
+        return now["cpu"]
+
+    monkeypatch.setattr(read, "time", types.SimpleNamespace(monotonic=lambda: now["wall"], thread_time=thread_time))
+    store, limit = read._TextCache(str(tmp_path)), read.CACHE_SECONDS
+
+    def extraction(fmt: str, wall: float, cpu: float) -> bool:
+        began = store.clock(fmt)
+        now["wall"] += wall * limit
+        now["cpu"] += cpu * limit
+        return store.keeps(fmt, began)
+
+    assert not any(extraction("xz", 0.9, 0.9) for _ in range(20))  # quick: not kept, the CPU clock not read
+    assert reads == [] and store.timed == set()
+    # longer by the wall clock, its format's first: kept, and the format is timed by the CPU clock from then on
+    assert extraction("docx", 3, 0.2) and store.timed == {"docx"} and reads == []
+    assert not extraction("docx", 3, 0.2)  # it waited for a core: its CPU time decides
+    assert extraction("docx", 1.5, 1.2) and len(reads) == 4
+    assert not extraction("docx", 0.5, 0.4) and len(reads) == 5  # quick by the wall clock: no second reading
+    assert not extraction("xz", 0.9, 0.9) and len(reads) == 5  # another format: not timed
 
 
 def test_an_extraction_cache_keyed_by_the_old_content_hash_is_emptied(tmp_path, monkeypatch):
