@@ -277,8 +277,9 @@ def extract(path: str, fmt: str | None = None, options: ExtractOptions = Extract
         return _extracting(path, fmt, options, warn, data)
     budget = _Budget(options.max_bytes)
     try:
-        if fmt in COMPRESSED:
-            return iter(list(_compressed(io.BytesIO(data), path, fmt, options, budget, warn, 0)))
+        if fmt in COMPRESSED:  # a tuple (a text), else a generator to run here
+            docs = _compressed(data, path, fmt, options, budget, warn, 0)
+            return iter(docs if type(docs) is tuple else list(docs))
         budget.take(len(data))  # as _read_all would
         return iter((("", _tidy(_WHOLE[fmt](data, options), options)),))
     except Exception as exc:
@@ -404,14 +405,15 @@ def _tidy(text: str, options: ExtractOptions | None = None) -> str:
 # ------------------------------------------------------------------------------------------ compression
 
 def _compressed(f, name: str, fmt: str, options, budget: _Budget, warn, depth: int):
-    """The documents of a compressed file, for _extract to yield from: a plain function, not a generator, so that
-    the usual small text costs no generator layer of its own."""
+    """The documents of a compressed file f (a file object, or its bytes), for _extract to yield from: a plain
+    function, not a generator, so that the usual small text costs no generator layer of its own."""
     if depth >= 3:
         raise Refused("compressed more than 3 times: refused")
     dot = name.rfind(".")  # the name without its compression suffix (a regex substitution cost 0.3 us)
     inner_name = name[:dot] if dot >= 0 and name[dot + 1:].lower() in _COMPRESSED_SUFFIXES else name
     left = budget.left
-    whole = _decompressed(f.getvalue(), fmt, budget) if isinstance(f, io.BytesIO) else None
+    data = f if type(f) is bytes else f.getvalue() if isinstance(f, io.BytesIO) else None
+    whole = _decompressed(data, fmt, budget) if data is not None else None
     if whole is not None:
         # the plain-file reader's own test (its cheap checks first): a .txt.gz reads exactly as its .txt
         inner = document_format(whole, inner_name) or "text"
@@ -421,6 +423,7 @@ def _compressed(f, name: str, fmt: str, options, budget: _Budget, warn, depth: i
         inner_file: Any = io.BytesIO(whole)
     else:  # on disk, past IN_MEMORY, or a .zst file that does not say its size: streamed
         budget.left = left
+        f = io.BytesIO(data) if data is not None else f
         f.seek(0)
         inner_file = _streamed(f, fmt, budget)
         inner = document_format(inner_file.read(HEAD), inner_name) or "text"
