@@ -25,7 +25,8 @@ bare, ...) so that a shared machine's load drift falls on both:
   (text.read.content_hash, which the catalog and an index need); extract() from the bytes read; and read_documents
   (all of them, as a task runs it: its per-file bookkeeping included). CPU microseconds a file, median of --rounds
   interleaved passes; "fmt ovh" as below, from read_documents; with --against, the earlier nearDup's
-  read_documents in the same passes ("then") and its fmt ovh. The txt row, the baseline, is always measured.
+  read_documents in the same passes ("then") and its fmt ovh; "others" as with --scaling. The txt row, the
+  baseline, is always measured.
 - --scaling: only the stage, with --jobs 1 and --jobs 2 in alternating passes, both over the same 8 partitions
   (--partition-docs docs / 8: partitions never depend on --jobs), on a folder large enough (thousands of files)
   that the pool's fixed cost is amortised.
@@ -144,12 +145,15 @@ def stage_pass(folder: Path, jobs: int, partition_docs: int, *extra: str, cli=No
 def parts(out: Path, docs: int, rounds: int, only: set, then: str | None = None) -> None:
     """The --parts table (see the module docstring)."""
     print(f"{'format':7} {'bare us':>8} {'read':>6} {'detect':>7} {'hash':>6} {'extract':>8} {'documents':>9} "
-          f"{'fmt ovh':>7}" + (f" {'then':>7} {'then ovh':>8}" if then else "") + f" {'load':>9}  (CPU us a file)")
+          f"{'fmt ovh':>7}" + (f" {'then':>7} {'then ovh':>8}" if then else "") + f" {'load':>9} {'others':>6}"
+          "  (CPU us a file)")
     txt: dict[str, float] = {}
     for fmt, fn, _ in BARE:
         if not only or fmt in only or fmt == "txt":  # txt: the baseline of "fmt ovh"
             load = os.getloadavg()[0]
+            busy, own, began = peers.machine_busy_s(), cpu(), time.perf_counter()
             us = _parts(fmt, fn, sorted((out / fmt).iterdir())[:docs], rounds, then)
+            others = (peers.machine_busy_s() - busy - (cpu() - own)) / (time.perf_counter() - began)
             txt = txt or us
             # the format's own cost beyond plain text's, nearDup's (documents, or then's) over the bare library's
             own = {step: "-" if fmt == "txt" else
@@ -158,7 +162,7 @@ def parts(out: Path, docs: int, rounds: int, only: set, then: str | None = None)
             print(f"{fmt:7} {us['bare']:8.1f} {us['read']:6.1f} {us['detect']:7.1f} {us['hash']:6.1f} "
                   f"{us['extract']:8.1f} {us['documents']:9.1f} {own['documents']:>7}"
                   + (f" {us['then']:7.1f} {own['then']:>8}" if then else "")
-                  + f" {load:4.1f}-{os.getloadavg()[0]:<4.1f}", flush=True)
+                  + f" {load:4.1f}-{os.getloadavg()[0]:<4.1f} {others:6.2f}", flush=True)
 
 
 def _parts(fmt: str, fn, files: list[Path], rounds: int, then: str | None = None) -> dict[str, float]:
