@@ -529,31 +529,38 @@ class _TextCache:
         self.since = time.monotonic()
         self.options: ExtractOptions | None = None  # what versions were made for
         self.versions: dict[str, str] = {}
-        self.timed: set[str] = set()  # formats whose extractions are timed by the thread's CPU clock (keeps)
+        self.quick: set[str] = set()  # formats whose last timed extraction was far quicker than CACHE_SECONDS
 
     def clock(self, fmt: str) -> tuple[float, float | None]:
         """The start of an extraction of a file in format fmt, for keeps(): the wall clock, and the thread's CPU
-        clock if fmt is timed by it."""
-        return time.monotonic(), time.thread_time() if fmt in self.timed else None
+        clock unless fmt is quick."""
+        return time.monotonic(), None if fmt in self.quick else time.thread_time()
 
     def keeps(self, fmt: str, began: tuple[float, float | None]) -> bool:
         """Whether an extraction that began at began (clock()) took at least CACHE_SECONDS of CPU time of this
         thread, which extracts (time_limited_task), so that its text is cached. CPU time, not wall time: on a busy
         machine, wall time counted the waits for a core, and a third to a half of 0.4 ms DOCX, ODT and EPUB files
-        were cached at load 15. But the CPU clock is a system call (0.56 us, against 0.05 for the wall clock: 1.1
-        us a file, 2% of a small .xz file's cost), and a thread runs on one core at a time, so its CPU time over
-        an interval is at most the interval's wall time: an extraction quicker than CACHE_SECONDS by the wall
-        clock is not kept, exactly as the CPU clock would decide, without reading it. A format one of whose
-        extractions took longer by the wall clock (a slow one, or a quick one that waited for a core) is timed
-        by the CPU clock from then on in the task; that one extraction is kept (at worst one quick file per
-        format and task cached needlessly: its text is the same)."""
+        were cached at load 15.
+
+        The CPU clock is a system call, though (0.56 us, against 0.05 for the wall clock: 1.1 us a file, 2% of a
+        small .xz file's cost), and a thread runs on one core at a time, so its CPU time over an interval is at
+        most the interval's wall time: an extraction quicker than CACHE_SECONDS by the wall clock is not kept,
+        exactly as the CPU clock would decide. So a format is timed by the CPU clock until one of its extractions
+        takes under a quarter of CACHE_SECONDS (quick: its files are far from the line), and then by the wall
+        clock alone while they stay under CACHE_SECONDS. One that does not (a wait for a core, or an unusually
+        large file) is not kept, as its CPU time is unknown, and the format is timed again: a needless entry
+        would make the cache file that every later run looks each file up in (a file quicker formats never make),
+        while a slow file left out is only extracted again."""
         wall, cpu = began
-        if time.monotonic() - wall < CACHE_SECONDS:
-            return False
+        elapsed = time.monotonic() - wall
         if cpu is None:
-            self.timed.add(fmt)
-            return True
-        return time.thread_time() - cpu >= CACHE_SECONDS
+            if elapsed >= CACHE_SECONDS:
+                self.quick.discard(fmt)
+            return False
+        spent = elapsed if elapsed < CACHE_SECONDS / 4 else time.thread_time() - cpu  # (CPU time <= wall time)
+        if spent < CACHE_SECONDS / 4:
+            self.quick.add(fmt)
+        return spent >= CACHE_SECONDS
 
     def key(self, sha: str, fmt: str, options: ExtractOptions) -> str:
         """_cache_key of the text of content sha extracted as fmt with options; the extractor's version is looked
