@@ -474,8 +474,9 @@ def _extracted(item: Item, path: str, fmt: str, data: bytes | None, params: Sour
             raw = text.encode("utf-8", "surrogatepass")
             out.append(Document(item.id + suffix, text, len(raw), item.mtime_ns, content_hash(raw), False,
                                 format=fmt))
-        else:  # the file's size and hash, as an index and an action script check them
-            out.append(Document(item.id, text, item.size, item.mtime_ns, sha, False, format=fmt))
+        else:  # the file's size and hash, as an index and an action script check them (no pieces; the format
+            # by position: a keyword argument cost 0.12 us)
+            out.append(Document(item.id, text, item.size, item.mtime_ns, sha, False, None, fmt))
     return out
 
 
