@@ -25,7 +25,9 @@ bare, ...) so that a shared machine's load drift falls on both:
   (text.read.content_hash, which the catalog and an index need); extract() from the bytes read; and read_documents
   (all of them, as a task runs it: its per-file bookkeeping included). CPU microseconds a file, median of --rounds
   interleaved passes; "fmt ovh" as below, from read_documents; with --against, the earlier nearDup's
-  read_documents in the same passes ("then") and its fmt ovh. The txt row, the baseline, is always measured.
+  read_documents in the same passes ("then") and its fmt ovh; "others" as with --scaling. The txt row, the
+  baseline, is always measured. --cache: read_documents (ours and then) with a new extraction cache folder each
+  pass, as the shingle stage reads a folder the first time (the cache's rule timed too, which --parts leaves out).
 - --scaling: only the stage, with --jobs 1 and --jobs 2 in alternating passes, both over the same 8 partitions
   (--partition-docs docs / 8: partitions never depend on --jobs), on a folder large enough (thousands of files)
   that the pool's fixed cost is amortised.
@@ -141,15 +143,18 @@ def stage_pass(folder: Path, jobs: int, partition_docs: int, *extra: str, cli=No
         shutil.rmtree(work)
 
 
-def parts(out: Path, docs: int, rounds: int, only: set, then: str | None = None) -> None:
+def parts(out: Path, docs: int, rounds: int, only: set, then: str | None = None, cache: bool = False) -> None:
     """The --parts table (see the module docstring)."""
     print(f"{'format':7} {'bare us':>8} {'read':>6} {'detect':>7} {'hash':>6} {'extract':>8} {'documents':>9} "
-          f"{'fmt ovh':>7}" + (f" {'then':>7} {'then ovh':>8}" if then else "") + f" {'load':>9}  (CPU us a file)")
+          f"{'fmt ovh':>7}" + (f" {'then':>7} {'then ovh':>8}" if then else "") + f" {'load':>9} {'others':>6}"
+          "  (CPU us a file)")
     txt: dict[str, float] = {}
     for fmt, fn, _ in BARE:
         if not only or fmt in only or fmt == "txt":  # txt: the baseline of "fmt ovh"
             load = os.getloadavg()[0]
-            us = _parts(fmt, fn, sorted((out / fmt).iterdir())[:docs], rounds, then)
+            busy, own, began = peers.machine_busy_s(), cpu(), time.perf_counter()
+            us = _parts(fmt, fn, sorted((out / fmt).iterdir())[:docs], rounds, then, cache)
+            others = (peers.machine_busy_s() - busy - (cpu() - own)) / (time.perf_counter() - began)
             txt = txt or us
             # the format's own cost beyond plain text's, nearDup's (documents, or then's) over the bare library's
             own = {step: "-" if fmt == "txt" else
@@ -158,11 +163,13 @@ def parts(out: Path, docs: int, rounds: int, only: set, then: str | None = None)
             print(f"{fmt:7} {us['bare']:8.1f} {us['read']:6.1f} {us['detect']:7.1f} {us['hash']:6.1f} "
                   f"{us['extract']:8.1f} {us['documents']:9.1f} {own['documents']:>7}"
                   + (f" {us['then']:7.1f} {own['then']:>8}" if then else "")
-                  + f" {load:4.1f}-{os.getloadavg()[0]:<4.1f}", flush=True)
+                  + f" {load:4.1f}-{os.getloadavg()[0]:<4.1f} {others:6.2f}", flush=True)
 
 
-def _parts(fmt: str, fn, files: list[Path], rounds: int, then: str | None = None) -> dict[str, float]:
+def _parts(fmt: str, fn, files: list[Path], rounds: int, then: str | None = None,
+           cache: bool = False) -> dict[str, float]:
     import importlib
+    import itertools
 
     from nearDup.config import SourceParams
     from nearDup.text import read
@@ -174,11 +181,14 @@ def _parts(fmt: str, fn, files: list[Path], rounds: int, then: str | None = None
     datas = [read._read_file(p, f.stat().st_size) for p, f in zip(paths, files)]
     kinds = [read.document_format(d, p) for d, p in zip(datas, paths)]
     options = ExtractOptions(html_main=fmt == "site_a", tidy=False)
+    # --cache: a new extraction cache folder each pass, as a first shingle stage has (made only when a text is kept)
+    root = tempfile.mkdtemp(prefix="nd-cache-")
+    folders = (f"{root}/{n}" for n in itertools.count())
 
     def documents(read=read, items=items, source=source):
         read._local.guard = read._Guard()  # as in a task: the deadline, no extraction thread
         try:
-            for _ in read.read_documents(items, source, {}, tidy=False):
+            for _ in read.read_documents(items, source, {}, cache=next(folders) if cache else None, tidy=False):
                 pass
         finally:
             read._local.guard = None
@@ -207,6 +217,7 @@ def _parts(fmt: str, fn, files: list[Path], rounds: int, then: str | None = None
             c = cpu()
             step()
             times[name].append(cpu() - c)
+    shutil.rmtree(root)
     return {k: 1e6 * statistics.median(v[1:]) / len(paths) for k, v in times.items()}
 
 
@@ -219,6 +230,7 @@ def main() -> None:
     ap.add_argument("--against", default="", help="a checkout of an earlier nearDup whose stage is timed too")
     ap.add_argument("--scaling", action="store_true", help="--jobs 2 against --jobs 1 only")
     ap.add_argument("--parts", action="store_true", help="where the per-file cost goes, in process")
+    ap.add_argument("--cache", action="store_true", help="--parts: documents read with an extraction cache")
     ap.add_argument("--results", default=str(REPO / "bench" / "RESULTS-formats.md"),
                     help="--scaling writes its table there, between its markers")
     args = ap.parse_args()
@@ -232,7 +244,7 @@ def main() -> None:
           f"{platform.python_version()}, load average {os.getloadavg()[0]:.1f} at start; {args.docs} files a format, "
           f"median of {args.rounds} alternating passes")
     if args.parts:
-        parts(out, args.docs, args.rounds, only, "nearDup_against" if then else None)
+        parts(out, args.docs, args.rounds, only, "nearDup_against" if then else None, args.cache)
         return
     table: list[str] = []
     if args.scaling:

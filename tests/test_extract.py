@@ -237,7 +237,7 @@ def test_detection_on_bytes_agrees_with_detection_on_the_decoded_text(monkeypatc
     monkeypatch.setattr(ex, "_markup", lambda head, text_name: False)
     for (head, name), fmt in fast.items():
         assert ex.detect(head, name) == fmt, (head[:60], name)
-    # compressed magic numbers in document_format, against detect() (a PDF header first, "BZh" then a digit)
+    # compressed magic numbers in document_format, against detect() (before a PDF header; "BZh" then a digit)
     compressed = [gzip.compress(b"x"), bz2.compress(b"x"), lzma.compress(b"x"), b"\x28\xb5\x2f\xfd" + bytes(9),
                   b"BZhx not bzip2", b"BZh", b"\x1f\x8b" + b"%PDF-1.4", b"\xfd7zXZ", b"\x1f"]
     for head in compressed:
@@ -377,6 +377,61 @@ def test_streams_in_memory_follow_each_other_as_the_stdlib_readers_read_them(tmp
             ex._decompressed(data, fmt, ex._Budget(1 << 20))
     with pytest.raises(ex.Refused):
         ex._decompressed(gzip.compress(bytes(4096)), "gz", ex._Budget(4000))
+
+
+def test_a_compressed_file_in_memory_is_read_as_the_same_file_on_disk(tmp_path, monkeypatch):
+    # The stage hands the extractor a file's bytes, decompressed in one call (bounded by IN_MEMORY + 1 bytes); from
+    # its path a file is streamed. Both must refuse the same bombs, report the same truncations and read the same
+    # inner formats.
+    limit = 64 << 10
+    options = ex.ExtractOptions(max_bytes=limit)
+
+    def outcomes(name: str, data: bytes, fmt: str) -> list:
+        """What extract() gives for the file on disk and for its bytes in memory (at a path that does not exist):
+        its text, or its one-line error."""
+        (tmp_path / name).write_bytes(data)
+        found = []
+        for path, source in ((tmp_path / name, None), (tmp_path / "gone" / name, data)):
+            try:
+                found.append("".join(t for _, t in ex.extract(str(path), fmt, options, None, source)))
+            except ex.ExtractError as exc:
+                found.append(f"{type(exc).__name__}: {str(exc).replace(str(path), 'PATH')}")
+        return found
+
+    for fmt, pack in (("gz", gzip.compress), ("bz2", bz2.compress), ("xz", lzma.compress)):
+        # every layer's bytes count, the decompressed text and the text read from it: the limit is at half
+        for size in (limit // 2 - 1, limit // 2, limit // 2 + 1, limit + 1, 40 * limit):
+            disk, memory = outcomes(f"a.txt.{fmt}", pack(b"a" * size), fmt)
+            assert disk == memory and (memory == "Refused: PATH: expands past 64 KiB: refused") == (size > limit // 2)
+        disk, memory = outcomes(f"cut.txt.{fmt}", pack(b"words " * 2000)[:-20], fmt)
+        assert disk == memory == (f"Corrupt: PATH: corrupt or truncated {ex.LABELS[fmt]} (Compressed file ended before "
+                                  "the end-of-stream marker was reached): skipped")
+        if HAS_LXML:
+            page = b"<!DOCTYPE html><html><body><p>visible words</p><script>var hidden;</script></body></html>"
+            assert outcomes(f"p.html.{fmt}", pack(page), fmt) == ["visible words"] * 2
+    # bounded: a file that expands past IN_MEMORY makes at most IN_MEMORY + 1 bytes in memory, then is streamed
+    monkeypatch.setattr(ex, "IN_MEMORY", 4096)
+    budget = ex._Budget(1 << 30)
+    assert ex._decompressed(lzma.compress(bytes(1 << 20)), "xz", budget) is None
+    assert budget.limit - budget.left == 4097
+
+
+@needs_pdf
+def test_a_compressed_pdf_that_shows_its_header_reads_as_the_pdf_inside(tmp_path):
+    # gzip keeps incompressible data (all of it at level 0) in stored blocks, so a .pdf.gz may show the PDF's header
+    # in its first 1024 bytes. Named a PDF (the header was tested before the magic numbers), PDFium was handed the
+    # gzip file and read the stored blocks' headers into the text; named by its magic number, it is decompressed.
+    from nearDup.text.read import document_format
+
+    pdf = make_pdf(["\n".join(paragraphs(7, 400)[i:i + 10]) for i in range(0, 400, 10)])
+    packed = gzip.compress(pdf, compresslevel=0)
+    assert len(pdf) > 65535 and packed.find(b"%PDF-", 0, 1024) >= 0  # several stored blocks, the header shows
+    (tmp_path / "doc.pdf").write_bytes(pdf)
+    (tmp_path / "doc.pdf.gz").write_bytes(packed)
+    assert text_of(tmp_path / "doc.pdf.gz") == text_of(tmp_path / "doc.pdf")  # not 5 bytes more inside
+    assert ex.detect(packed[:ex.HEAD], "doc.pdf.gz") == document_format(packed, "doc.pdf.gz") == "gz"
+    assert "\n".join(t for _, t in ex.extract(str(tmp_path / "doc.pdf.gz"), "gz", data=packed)) == \
+        text_of(tmp_path / "doc.pdf")
 
 
 def test_untidied_texts_give_the_shingles_of_the_tidied_ones(tmp_path):

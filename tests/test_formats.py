@@ -24,6 +24,7 @@ import subprocess
 import sys
 import threading
 import time
+import types
 import zipfile
 from pathlib import Path
 
@@ -444,6 +445,40 @@ def test_extracted_text_is_cached_by_content_and_extractor_version(formats_corpu
         os.utime(path, (time.time() + 5, time.time() + 5))
     again = invoke("run", docs, "--index", idx, "--jobs", "1", "--new-only", "--format", "tsv")
     assert again.exit_code == 0 and again.stdout == "" and calls == []
+
+
+def test_the_extraction_cache_reads_the_cpu_clock_only_until_a_format_shows_itself_quick(tmp_path, monkeypatch):
+    """An extraction is cached when it took CACHE_SECONDS of its thread's CPU time. That clock is a system call
+    (1.1 us a file); a thread's CPU time over an interval is at most its wall time, so once a format's extraction
+    took under a quarter of the limit, its next ones are decided by the wall clock while they stay under it."""
+    now = {"wall": 100.0, "cpu": 5.0}
+    reads: list[float] = []
+
+    def thread_time() -> float:
+        reads.append(now["cpu"])
+        return now["cpu"]
+
+    monkeypatch.setattr(read, "time", types.SimpleNamespace(monotonic=lambda: now["wall"], thread_time=thread_time))
+    store = read._TextCache(str(tmp_path))
+
+    def extraction(fmt: str, wall: float, cpu: float) -> tuple[bool, int]:
+        """Whether an extraction of wall and CPU time (in CACHE_SECONDS) is kept, and the CPU clock's readings."""
+        before = len(reads)
+        began = store.clock(fmt)
+        now["wall"] += wall * read.CACHE_SECONDS
+        now["cpu"] += cpu * read.CACHE_SECONDS
+        return store.keeps(fmt, began), len(reads) - before
+
+    assert extraction("pdf", 3, 2.5) == (True, 2)  # slow: kept, by the CPU clock
+    assert extraction("pdf", 3, 0.8) == (False, 2)  # it waited for a core: its CPU time decides
+    assert extraction("pdf", 1, 0.9) == (False, 2) and "pdf" not in store.quick  # near the line: still timed
+    assert extraction("xz", 0.2, 0.2) == (False, 1)  # quick: the wall clock says so, no second reading
+    assert "xz" in store.quick and "pdf" not in store.quick
+    assert [extraction("xz", 0.9, 0.9) for _ in range(20)] == [(False, 0)] * 20  # then no reading at all
+    assert extraction("xz", 4, 0.2) == (False, 0) and "xz" not in store.quick  # long by the wall: not kept, timed
+    assert extraction("xz", 40, 30) == (True, 2)  # timed again: a large file is kept
+    assert extraction("xz", 4, 0.2) == (False, 2)  # it waited for a core: quick again
+    assert extraction("xz", 0.1, 0.1) == (False, 0)
 
 
 def test_an_extraction_cache_keyed_by_the_old_content_hash_is_emptied(tmp_path, monkeypatch):

@@ -361,10 +361,10 @@ def document_format(head: bytes, name: str) -> str | None:
     if (not head or (head[0] not in _FIRST_BYTES and head.find(b":", 0, 80) < 0 and head.find(b"%", 0, 1024) < 0
                      and not name.endswith(_HTML_NAMES))):
         return None
-    # a compressed file by its magic number, as extract.detect would name it (a PDF header in the first 1024 bytes
-    # comes first there), without the regex, detect's other tests and their calls: 2 us of a .gz file's 20
+    # a compressed file by its magic number, extract.detect's first test, without the regex, detect's other tests
+    # and their calls: 2 us of a .gz file's 20
     compressed = compressed_format(head)
-    if compressed is not None and head.find(b"%PDF-", 0, 1024) < 0:
+    if compressed is not None:
         return compressed
     percent = head.find(b"%", 0, 1024)
     pdf = percent >= 0 and head.find(b"%PDF-", percent, 1024) >= 0
@@ -425,45 +425,48 @@ def _extracted(item: Item, path: str, fmt: str, data: bytes | None, params: Sour
         _count(problems, "other_format")
         return []
     key = (path, item.size, item.mtime_ns)
-    if key in _HUNG:  # its extraction passed the time limit in this process (time_limited_task): not again
+    if _HUNG and key in _HUNG:  # its extraction passed the time limit in this process (time_limited_task): not again
         _problem(problems, "unreadable", f"{item.id}: still extracting after {EXTRACT_SECONDS:g} s: skipped "
                                          f"(a hung or very slow {ex.LABELS.get(fmt, fmt)} file)")
         return []
+    # what the cache or the extractor found: the documents [(id suffix, text)] and notes, or an error [kind, reason]
+    docs: list = []
+    notes: list[str] = []
+    error = None
     try:
         sha = _file_hash(path) if data is None else content_hash(data)
         stored = store.key(sha, fmt, options) if store is not None and store.may_hold() else None
         found = store.get(stored) if store is not None and stored is not None else None
-        if found is None:
-            notes: list[str] = []
-            # CPU time of this thread, which extracts (time_limited_task): on a busy machine, wall time counted the
-            # waits for a core, and a third to a half of 0.4 ms DOCX, ODT and EPUB files were cached at load 15
-            began = time.thread_time() if store is not None else 0.0
+        if found is not None:
+            docs, notes, error = found.get("docs", []), found.get("notes", []), found.get("error")
+        else:
+            began = store.clock(fmt) if store is not None else (0.0, None)
             try:
-                found = {"docs": _limited(key, ex.extract, path, fmt, options, notes.append, data), "notes": notes}
+                docs = _limited(key, ex.extract, path, fmt, options, notes.append, data)
             except ex.ExtractError as exc:
                 if isinstance(exc, ex.MissingExtra):
                     _count(problems, f"missing:{exc.format}")
                     return []
-                found = {"error": [type(exc).__name__, exc.reason]}
+                error = [type(exc).__name__, exc.reason]
             except _TimeLimit:
                 _problem(problems, "unreadable", f"{item.id}: still extracting after {EXTRACT_SECONDS:g} s: "
                                                  f"skipped (a hung or very slow {ex.LABELS.get(fmt, fmt)} file)")
                 return []
-            if store is not None and time.thread_time() - began >= CACHE_SECONDS:
-                store.put(stored or store.key(sha, fmt, options), found)
+            if store is not None and store.keeps(fmt, began):  # (the dict made only then: 0.2 us a file)
+                store.put(stored or store.key(sha, fmt, options),
+                          {"error": error} if error else {"docs": docs, "notes": notes})
     except OSError as e:
         _unreadable(problems, item, e)
         return []
-    if "error" in found:
-        kind, reason = found["error"]
+    if error:
+        kind, reason = error
         if kind == "Unsupported":
             count_binary(problems, item.id)
         else:
             _problem(problems, "unreadable", f"{item.id}: {reason}")
         return []
-    for note in found["notes"]:  # about parts of the file (malformed mbox messages); the rest is read
+    for note in notes:  # about parts of the file (malformed mbox messages); the rest is read
         _problem(problems, "unreadable", note.replace(path, item.id, 1))
-    docs = found["docs"]
     _count(problems, f"format:{fmt}", len(docs))
     out = []
     for suffix, text in docs:
@@ -471,8 +474,9 @@ def _extracted(item: Item, path: str, fmt: str, data: bytes | None, params: Sour
             raw = text.encode("utf-8", "surrogatepass")
             out.append(Document(item.id + suffix, text, len(raw), item.mtime_ns, content_hash(raw), False,
                                 format=fmt))
-        else:  # the file's size and hash, as an index and an action script check them
-            out.append(Document(item.id, text, item.size, item.mtime_ns, sha, False, format=fmt))
+        else:  # the file's size and hash, as an index and an action script check them (no pieces; the format
+            # by position: a keyword argument cost 0.12 us)
+            out.append(Document(item.id, text, item.size, item.mtime_ns, sha, False, None, fmt))
     return out
 
 
@@ -526,6 +530,38 @@ class _TextCache:
         self.since = time.monotonic()
         self.options: ExtractOptions | None = None  # what versions were made for
         self.versions: dict[str, str] = {}
+        self.quick: set[str] = set()  # formats whose last timed extraction was far quicker than CACHE_SECONDS
+
+    def clock(self, fmt: str) -> tuple[float, float | None]:
+        """The start of an extraction of a file in format fmt, for keeps(): the wall clock, and the thread's CPU
+        clock unless fmt is quick."""
+        return time.monotonic(), None if fmt in self.quick else time.thread_time()
+
+    def keeps(self, fmt: str, began: tuple[float, float | None]) -> bool:
+        """Whether an extraction that began at began (clock()) took at least CACHE_SECONDS of CPU time of this
+        thread, which extracts (time_limited_task), so that its text is cached. CPU time, not wall time: on a busy
+        machine, wall time counted the waits for a core, and a third to a half of 0.4 ms DOCX, ODT and EPUB files
+        were cached at load 15.
+
+        The CPU clock is a system call, though (0.56 us, against 0.05 for the wall clock: 1.1 us a file, 2% of a
+        small .xz file's cost), and a thread runs on one core at a time, so its CPU time over an interval is at
+        most the interval's wall time: an extraction quicker than CACHE_SECONDS by the wall clock is not kept,
+        exactly as the CPU clock would decide. So a format is timed by the CPU clock until one of its extractions
+        takes under a quarter of CACHE_SECONDS (quick: its files are far from the line), and then by the wall
+        clock alone while they stay under CACHE_SECONDS. One that does not (a wait for a core, or an unusually
+        large file) is not kept, as its CPU time is unknown, and the format is timed again: a needless entry
+        would make the cache file that every later run looks each file up in (a file quicker formats never make),
+        while a slow file left out is only extracted again."""
+        wall, cpu = began
+        elapsed = time.monotonic() - wall
+        if cpu is None:
+            if elapsed >= CACHE_SECONDS:
+                self.quick.discard(fmt)
+            return False
+        spent = elapsed if elapsed < CACHE_SECONDS / 4 else time.thread_time() - cpu  # (CPU time <= wall time)
+        if spent < CACHE_SECONDS / 4:
+            self.quick.add(fmt)
+        return spent >= CACHE_SECONDS
 
     def key(self, sha: str, fmt: str, options: ExtractOptions) -> str:
         """_cache_key of the text of content sha extracted as fmt with options; the extractor's version is looked
@@ -663,16 +699,17 @@ def time_limited_task(fn, arg):
         _HUNG.add(hung)
 
 
-def _limited(key: tuple, fn, *args):
-    """list(fn(*args)) (an extraction of the file key) under the time limit: by the deadline of the task this
-    thread runs (time_limited_task), or outside one (extract, compare, query) in the extraction thread of
-    _time_limited. The arguments, not a closure: a lambda per file cost ~0.3 us."""
+def _limited(key: tuple, fn, path: str, fmt: str, options: ExtractOptions, warn, data: bytes | None) -> list:
+    """list(fn(path, fmt, options, warn, data)) (the extraction of the file key) under the time limit: by the
+    deadline of the task this thread runs (time_limited_task), or outside one (extract, compare, query) in the
+    extraction thread of _time_limited. The arguments, not a closure (a lambda per file cost ~0.3 us), and named
+    (*args cost 0.1 us)."""
     guard = getattr(_local, "guard", None)
     if guard is None:
-        return _time_limited(lambda: list(fn(*args)), EXTRACT_SECONDS)
+        return _time_limited(lambda: list(fn(path, fmt, options, warn, data)), EXTRACT_SECONDS)
     guard.armed = (key, time.monotonic() + EXTRACT_SECONDS)
     try:
-        return list(fn(*args))
+        return list(fn(path, fmt, options, warn, data))
     finally:
         guard.armed = None
         if guard.abandoned:
