@@ -19,8 +19,10 @@
       shingle/KEY.binary.npz           the binary files skipped (id, size, mtime_ns, inode): not opened again unchanged
       signature/part-00000.npy         uint32 (n_docs, num_perm)
       band/part-00000.npy              uint64 (n_docs, bands)
+      band/part-00000.digest.npy       uint64 (n_docs,): band.band_digest of its keys (copies.copy_classes reads it)
       candidates/KEY.order.npy         int64: the global numbers of the documents that can pair, in id order
       candidates/KEY.classes.npy       int64 (n,): each document's copy class, the smallest number with its set
+      candidates/KEY.rank.npy          int64 (n,): each document's position in order, -1 if not in it (next run's)
                                        (-1: cannot pair); pipeline.copies
       candidates/KEY.pairs.npy         int64 (m, 2) class pairs of small buckets, a <= b, sorted: (A, B) stands for
                                        A x B, (A, A) for the pairs within class A (--method exact: of the join;
