@@ -614,3 +614,40 @@ def test_listed_ids_as_bytes_are_each_path_encoded(tmp_path, files):
     got = listing.items.id_bytes()
     expected = [item.id.encode("utf-8", "surrogatepass") for item in listing.items]
     assert got.tolist() == expected and got.dtype.itemsize == max(map(len, expected))
+
+
+def test_every_reader_of_an_appended_catalog_gives_what_it_gives_on_one_written_whole(tmp_path, monkeypatch):
+    """query, inspect, groups, keepers, uniques and the action script read an index whose catalog was appended
+    to (segments and a liveness file) as they read the same index with its catalog written whole."""
+    from nearDup.pipeline import shingle
+
+    folder = tmp_path / "docs"
+    generate_corpus(folder, n_base=40, seed=14)
+    names = sorted(os.listdir(folder))
+    args = ("--partition-docs", 8, "-t", 0.5, "-j", 1)
+    for most in (16, 0):
+        monkeypatch.setattr(shingle, "SEGMENTS_MAX", most)
+        assert _invoke("run", folder, "--index", tmp_path / f"index{most}", *args).exit_code == 0
+    for step in range(2):  # documents added and deleted only: appended (SEGMENTS_MAX 16), or written whole (0)
+        shutil.copy(folder / names[3 + step], folder / f"zz{step}_copy.txt")
+        (folder / f"zz{step}_near.txt").write_text((folder / names[10 + step]).read_text() + " a few more words")
+        os.unlink(folder / names[20 + step])
+        for most in (16, 0):
+            monkeypatch.setattr(shingle, "SEGMENTS_MAX", most)
+            assert _invoke("run", folder, "--index", tmp_path / f"index{most}", *args, "-q").exit_code == 0
+    assert sum(".catalog.s" in name for name in os.listdir(tmp_path / "index16" / "shingle")) >= 2
+    assert not [name for name in os.listdir(tmp_path / "index0" / "shingle") if ".catalog.s" in name]
+    probe = tmp_path / "probe.txt"
+    probe.write_text((folder / names[3]).read_text())
+    commands = [("query", probe, "-t", 0.5), ("-w", "{index}", "inspect"),
+                ("run", folder, *args, "--groups", "--format", "jsonl"), ("run", folder, *args, "--print", "keepers"),
+                ("run", folder, *args, "--print", "uniques"), ("run", folder, *args, "--print", "script")]
+    for command in commands:
+        outputs = []
+        for most in (16, 0):
+            index = str(tmp_path / f"index{most}")
+            line = [index if c == "{index}" else c for c in command]
+            r = _invoke(*line, *(["--index", index] if "{index}" not in command else []))
+            assert r.exit_code == 0, (command, r.stderr)
+            outputs.append(r.stdout.replace(index, "INDEX"))
+        assert outputs[0] == outputs[1] and outputs[0].strip(), command
