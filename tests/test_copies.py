@@ -201,3 +201,23 @@ def test_an_index_pairs_a_class_whose_first_document_was_deleted(tmp_path):
     files = {str(p): p.read_text() for p in (tmp_path / "docs").iterdir()}
     assert neardup("run", tmp_path / "docs", "--index", index).stdout.decode().splitlines() == \
         expected_listing(files, 0.8)
+
+
+@pytest.mark.parametrize("extra", [[], ["--max-bucket", "3"]])
+def test_the_summary_counts_the_documents_of_the_printed_pairs(tmp_path, extra):
+    """summary: N pairs among M documents, with M counted from the stored entries (classes of copies, star pairs
+    of large buckets), is the number of distinct paths in the pairs printed; with --new-only, of the new pairs."""
+    texts = corpus(tmp_path / "docs", 12, random.Random(5))
+    index = tmp_path / "index"
+    r = neardup("run", tmp_path / "docs", "--index", index, "-t", 0.8, "-j", 1, *extra)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.decode().splitlines()
+    names = {name for line in lines for name in line.split("\t")[1:3]}
+    assert len(names) < len(texts) and r.stderr.decode().splitlines()[-1] == \
+        f"summary: {len(lines)} pairs among {len(names)} documents"
+    shutil.copy(tmp_path / "docs" / "edit1-0.txt", tmp_path / "docs" / "zz-new.txt")
+    new = neardup("run", tmp_path / "docs", "--index", index, "-t", 0.8, "-j", 1, "--new-only", *extra)
+    lines = new.stdout.decode().splitlines()
+    names = {name for line in lines for name in line.split("\t")[1:3]}
+    assert "zz-new.txt" in " ".join(names) and new.stderr.decode().splitlines()[-1] == \
+        f"summary: {len(lines)} pairs among {len(names)} documents"

@@ -8,11 +8,11 @@ from collections.abc import Callable
 import numpy as np
 
 from ..config import threshold_or_default
-from ..kernels import lsh, recall
+from ..kernels import lsh, recall, sets
 from ..store.manifest import STAGES, BandRecord, RecallStats, ShingleRecord, VerifyRecord, VerifyStats
 from ..store.workdir import WorkDir
 from ..wording import plural
-from .copies import stored_records
+from .copies import stored_records, verified_entries
 from .driver import require
 
 
@@ -37,6 +37,19 @@ class StoredPairs:
 
     def __bool__(self) -> bool:
         return len(self) > 0
+
+    def documents(self) -> int:
+        """How many documents the pairs involve. Unfiltered: the members of the verified entries that stand for a
+        pair, counted from the stored arrays (every member of such an entry's lists is in one of its pairs);
+        making the 330,000 records of 110,000 pairs twice to count them cost ~0.6 CPU s."""
+        if self.keep is not None:
+            seen: set[str] = set()
+            for pair in self:
+                seen.update((pair["a"], pair["b"]))
+            return len(seen)
+        entries = verified_entries(self.work)
+        lists, _, _ = entries.occurrences(entries.count() > 0)
+        return len(sets.sorted_unique(entries.members[entries.spread(sets.sorted_unique(lists))]))
 
 
 def verified_pairs(work: WorkDir) -> list[dict]:

@@ -129,7 +129,8 @@ def summary_line(pairs: list[dict] | StoredPairs, groups: list[dict] | None, siz
     """The last line on stderr, like `fdupes -m`: how many groups and duplicates, and the bytes the duplicates
     take (what removing them would free); without groups, how many pairs among how many documents."""
     if groups is None:
-        documents = len({p["a"] for p in pairs} | {p["b"] for p in pairs})
+        documents = pairs.documents() if isinstance(pairs, StoredPairs) else len({p["a"] for p in pairs} |
+                                                                                  {p["b"] for p in pairs})
         return f"{plural(len(pairs), 'pair')} among {plural(documents, 'document')}"
     dupes = [m for g in groups for m in g["members"] if m["role"] == "duplicate"]
     return groups_summary(len(groups), len(dupes), sum(size_of(m) for m in dupes))
