@@ -615,17 +615,23 @@ class WorkDir:
             json.dump(obj, f, sort_keys=True)
 
     def part_done(self, stage: str, index: int, key: str, suffixes: tuple[str, ...]) -> dict | None:
-        """The done marker of a partition if it was finished with this key and its files are all present."""
+        """The done marker of a partition if it was finished with this key and its files are all present. (Paths
+        as strings and one stat a file: a run over 10M documents asks this of 2,500 shards in each stage, and
+        pathlib's objects and a second stat cost ~40 us a call.)"""
+        base = os.path.join(self.root, stage, f"part-{index:05d}.")
         try:
-            done = json.loads(self.part(stage, index, "done.json").read_text(encoding="utf-8"))
+            with open(base + "done.json", "rb") as f:
+                done = json.loads(f.read())
         except (OSError, ValueError):
             return None
-        if done.get("key") != key:
+        if not isinstance(done, dict) or done.get("key") != key:
             return None
         sizes = done.get("files", {})
         for suffix in suffixes:  # a missing or truncated file makes the partition not done: it is recomputed
-            path = self.part(stage, index, suffix)
-            if not path.exists() or path.stat().st_size != sizes.get(suffix, -1):
+            try:
+                if os.stat(base + suffix).st_size != sizes.get(suffix, -1):
+                    return None
+            except OSError:
                 return None
         return done
 
