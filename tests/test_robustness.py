@@ -927,3 +927,41 @@ def test_compare_streams_large_files_in_bounded_memory(tmp_path):
                         tmp_path / "b.txt"], capture_output=True)
     assert r.returncode == 0 and r.stdout.startswith(b"jaccard\t1.0000\n"), r.stderr
     assert int(r.stderr.split()[-1]) < 400_000  # KB
+
+
+SIGTERM_MID_WRITE = """
+import contextlib, os, signal, sys, threading, time
+from nearDup.store import workdir
+from nearDup.cli.main import main
+
+real = workdir.atomic_file
+sent = []
+@contextlib.contextmanager
+def atomic_file(path, mode="wb"):  # the first file of a shard's task, in its thread: SIGTERM while it is written
+    with real(path, mode) as f:
+        if threading.current_thread().name == "nearDup-task" and not sent:
+            sent.append(path)
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(0.5)  # its temporary file open when the main thread handles the signal and exits
+        yield f
+workdir.atomic_file = atomic_file
+sys.argv[0] = "neardup"
+main()
+"""
+
+
+def test_sigterm_while_a_task_thread_writes_leaves_no_temporary_file(big_corpus, tmp_path):
+    """SIGTERM handled by the main thread while the shard task's thread (--jobs 1) is writing that shard's files:
+    the run waits for the thread to finish them before it exits (130, one line), so no temporary file is left in
+    the work dir; the next run resumes to the result of a run from scratch."""
+    w = tmp_path / "w"
+    proc = subprocess.run([sys.executable, "-c", SIGTERM_MID_WRITE, *map(str, _run_args(big_corpus, w)), "--jobs", "1"],
+                          capture_output=True, timeout=120)
+    assert proc.returncode == 130, proc.stderr
+    assert proc.stderr.decode().splitlines()[-1] == "neardup: interrupted; the next run resumes"
+    assert not [p for p in w.rglob("*") if ".tmp" in p.name]
+    again = subprocess.run([sys.executable, "-m", "nearDup", *map(str, _run_args(big_corpus, w)), "--jobs", "1"],
+                           capture_output=True)
+    scratch = subprocess.run([sys.executable, "-m", "nearDup", *map(str, _run_args(big_corpus, tmp_path / "s")),
+                              "--jobs", "1"], capture_output=True)
+    assert again.returncode == scratch.returncode == 0 and again.stdout == scratch.stdout

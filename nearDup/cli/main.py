@@ -16,6 +16,7 @@ from ..engine import local as local_engine
 from ..errors import NearDupError
 from ..pipeline.index import mark_reported
 from ..report.results import Results
+from ..text.read import finish_given_up_tasks
 from .admin import evict
 from .app import ACTIVE, App, app_of
 from .options import common_options
@@ -81,6 +82,7 @@ class NearDupGroup(click.Group):
                 code = super().main(args, prog_name or "neardup", complete_var, standalone_mode=False, **extra)
                 code = code if isinstance(code, int) else 0
         except (click.exceptions.Abort, KeyboardInterrupt, _Interrupted):
+            finish_given_up_tasks(TASK_GRACE_SECONDS)
             _abort_output()
             # even with -q: why it stopped; on a terminal, after the ^C it echoed
             click.echo(f"{chr(10) if sys.stderr.isatty() else ''}neardup: interrupted; the next run resumes", err=True)
@@ -109,6 +111,7 @@ class NearDupGroup(click.Group):
         return code
 
 
+TASK_GRACE_SECONDS = 3.0  # how long an interrupted run waits for a task thread to finish writing or stop reading
 CLOSED_PIPE = 141  # 128 + SIGPIPE, as the shell reports a command killed by a closed pipe; never --exit-code's 1
 
 

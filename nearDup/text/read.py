@@ -678,7 +678,7 @@ def time_limited_task(fn, arg):
     about once per EXTRACT_SECONDS / 2, not once per file."""
     while True:
         guard = _Guard()
-        threading.Thread(target=guard.run, args=(fn, arg), daemon=True, name="nearDup-task").start()
+        threading.Thread(target=guard.run, args=(fn, arg), daemon=True, name=TASK_THREAD).start()
         hung = None
         try:
             wait = EXTRACT_SECONDS / 2
@@ -697,6 +697,20 @@ def time_limited_task(fn, arg):
                 raise value
             return value
         _HUNG.add(hung)
+
+
+TASK_THREAD = "nearDup-task"
+
+
+def finish_given_up_tasks(seconds: float) -> None:
+    """Wait up to `seconds` for the task threads that an interrupted run gave up (time_limited_task): one writing
+    its shard's files finishes them (each atomically: the next run reuses them), one reading stops at its next
+    file. Else the interpreter's exit kills a daemon thread mid-write and leaves its temporary file in the work
+    dir."""
+    deadline = time.monotonic() + seconds
+    for thread in threading.enumerate():
+        if thread.name == TASK_THREAD and thread is not threading.current_thread():
+            thread.join(max(0.0, deadline - time.monotonic()))
 
 
 def _limited(key: tuple, fn, path: str, fmt: str, options: ExtractOptions, warn, data: bytes | None) -> list:
