@@ -510,6 +510,10 @@ def test_joined_columns_read_as_the_joined_column():
     assert catalog.ids_of(rows.tolist()) == {int(n): whole["id"][n].decode() for n in rows}
     assert (joined["size"] == whole["size"]).all() and (joined["id"] == whole["id"]).all()
     assert catalog.with_columns(live=1 - live)["size"] is joined["size"]  # joined once, shared
+    fresh = JoinedColumns(segments, {"live": live})  # an unchanged run's check: no column joined for it
+    assert Catalog(fresh).same(Catalog(fresh.replaced({"live": live.copy()}))) and not fresh.joined
+    assert not Catalog(fresh).same(Catalog(fresh.replaced({"live": 1 - live})))
+    assert not Catalog(fresh).same(Catalog(fresh.replaced({"size": whole["size"] + 1})))
 
 
 def test_each_band_shard_keeps_the_digest_of_its_keys_and_a_missing_one_is_made_again(tmp_path):

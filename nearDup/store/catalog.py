@@ -170,9 +170,13 @@ class Catalog:
         return Catalog({f: joined(f) for f in self.columns})
 
     def same(self, other: Catalog) -> bool:
+        fields = self.columns
+        if isinstance(fields, JoinedColumns) and isinstance(other.columns, JoinedColumns) \
+                and fields.segments is other.columns.segments:  # one stored catalog: only what replaced it may differ
+            fields = {**fields.fixed, **other.columns.fixed}
         return all(self.columns[f] is other.columns[f] or
                    np.array_equal(self.column(f), other.column(f))
-                   for f in self.columns)
+                   for f in fields)
 
     def fingerprint(self) -> str:
         return fingerprint([self])
