@@ -456,17 +456,15 @@ def _changed_documents(work: WorkDir, key: str, order: np.ndarray, documents: in
     deleted or changed) and the new ones (numbered after its documents), ascending, for the band tasks (each
     would otherwise read and invert both runs' orders). Returns (ranks, died, new) paths, or () without a last
     run."""
-    rank = ranks(order, documents)
-    work.save_array(work.output("candidates", RANK, key), rank)
+    paths = [work.output("candidates", name, key) for name in (RANK, "died.npy", "new.npy")]  # (the last two not
+    rank = ranks(order, documents)                                                            # kept after the run)
+    work.save_array(paths[0], rank)
     if previous is None:
         return ()
     assert previous.basis is not None  # (_previous_candidates)
     old_order = work.load_array(work.output("candidates", "order.npy", previous.key), "candidates", mmap=True)
-    old = previous.basis.documents
-    died, new = np.sort(old_order[rank[old_order] < 0]), np.sort(order[order >= old])
-    paths = [work.output("candidates", name, key) for name in (RANK, "died.npy", "new.npy")]  # (not kept after)
-    for path, array in zip(paths[1:], (died, new)):
-        work.save_array(path, array)
+    work.save_array(paths[1], np.sort(old_order[rank[old_order] < 0]))
+    work.save_array(paths[2], np.sort(order[order >= previous.basis.documents]))
     return tuple(map(str, paths))
 
 

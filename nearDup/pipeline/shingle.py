@@ -193,8 +193,8 @@ def run(runner: Runner, args: list[str], source: SourceParams, params: ShinglePa
     if len(catalog):  # stored rows kept: their fingerprint and totals from the last run's and what changed
         assert base is not None
         rows = fingerprint_after(base.key, todo.catalog, ranges, todo.patched, added)
-        stored_live = load_catalog(work, base).live
-        died = load_catalog(work, base).take(np.flatnonzero(stored_live[:len(todo.catalog)] & ~todo.catalog.live))
+        last = load_catalog(work, base)  # as stored: the rows that died were live in it
+        died = last.take(np.flatnonzero(last.live & ~todo.catalog.live))
         totals.update(summary_after(_summary_of(base.stats), died, added))
     else:
         rows = fingerprint(segments)

@@ -122,7 +122,7 @@ class ListedFiles(Sequence[Item]):
             return _utf8_split("\0".join(run.prefix + ("\0" + run.prefix).join(run.names) for run in runs),
                                len(self))
         # else a folder's prefix, most of a path's bytes, is put before its names' rows by numpy, not joined to
-        # each name and split again (a million paths: 0.39 -> 0.1 CPU s)
+        # each name and split again (a million paths in 1,000 folders: 0.39 -> 0.23 CPU s)
         names = _utf8_split("\0".join("\0".join(run.names) for run in runs), len(self))
         names = names.view(np.uint8).reshape(len(self), names.dtype.itemsize)
         named = (names != 0).sum(axis=1)  # each name's length: a name holds no NUL
