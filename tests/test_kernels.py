@@ -279,6 +279,20 @@ def test_large_buckets_become_stars_and_are_reported():
     assert set(pairs[:, 1].tolist()) == {499} and large.tolist()[0][:2] == [499, 500]
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_bucket_members_are_the_whole_buckets_of_the_keys_asked(seed):
+    """Against brute force, with buckets of 1 to 12 documents (past the steps that count a bucket before a second
+    search), keys in no bucket, below the first key and above the last (the end of the index)."""
+    rng = np.random.default_rng(seed)
+    keys = np.repeat(rng.choice(1000, 60, replace=False).astype(np.uint64) * 2 + 1, rng.integers(1, 13, 60))
+    numbers = rng.permutation(len(keys)).astype(np.int64)
+    sorted_keys, sorted_numbers = lsh.band_index(keys, numbers)
+    asked = np.unique(np.r_[rng.choice(keys, 30), rng.integers(0, 2200, 30).astype(np.uint64), 0, 2**64 - 1])
+    got_keys, got_numbers = lsh.bucket_members(sorted_keys, sorted_numbers, asked)
+    wanted = np.isin(sorted_keys, asked)
+    assert np.array_equal(got_keys, sorted_keys[wanted]) and np.array_equal(got_numbers, sorted_numbers[wanted])
+
+
 def band_pairs_with_counts(keys, numbers, rank, max_bucket):
     """Candidate pairs of an index computed from nothing: every band's pairs, counted over the bands."""
     found = [lsh.bucket_pairs(*lsh.band_index(keys[:, j], numbers), max_bucket, rank)[0] for j in range(keys.shape[1])]
