@@ -146,6 +146,29 @@ def test_class_bucket_pairs_stand_for_exactly_the_document_pairs():
         assert got == set(map(tuple, truth.tolist())), trial
 
 
+def test_copies_hold_the_classes_of_several_documents_and_size_every_class():
+    """Copies (the sparse form of the labels) against the labels themselves: each class's members, its label first
+    and ascending, and its size, for classes of one and of several, with documents that cannot pair (-1)."""
+    rng = np.random.default_rng(8)
+    for _ in range(20):
+        n = int(rng.integers(1, 60))
+        value = rng.integers(0, max(2, n // 3), n)
+        label = np.array([int(np.flatnonzero(value == v)[0]) for v in value])
+        label[rng.random(n) < 0.2] = -1  # cannot pair: in no class
+        label = np.where(label >= 0, label, -1)
+        for c in set(label[label >= 0].tolist()):  # a class's label is its smallest member that can pair
+            members = np.flatnonzero(label == c)
+            label[members] = members[0]
+        found = copies.Copies.of(label)
+        classes = np.array(sorted(set(label[label >= 0].tolist())), np.int64)
+        members, lengths = found.members(classes)
+        truth = [np.flatnonzero(label == c).tolist() for c in classes.tolist()]
+        assert lengths.tolist() == [len(t) for t in truth] == found.sizes(classes).tolist()
+        assert members.tolist() == [m for t in truth for m in t]
+        assert all(t[0] == c for t, c in zip(truth, classes.tolist()))
+        assert set(found.rows[:, 1].tolist()) == {m for t in truth if len(t) > 1 for m in t}
+
+
 def test_expanded_pairs_come_in_the_listing_order():
     """expanded_pairs against sorting every pair: random classes, lone documents, entries within and across."""
     rng = np.random.default_rng(4)
@@ -169,7 +192,7 @@ def test_expanded_pairs_come_in_the_listing_order():
             is_class = np.array([c for *_, c in entries])
             score = rng.choice([1.0, 0.9, 0.85], len(entries))
             rank = rng.permutation(n).astype(np.int64)
-            chunks = copies.expanded_pairs(copies.ClassPairs(pairs, is_class, label), rank, score)
+            chunks = copies.expanded_pairs(copies.ClassPairs(pairs, is_class, copies.Copies.of(label)), rank, score)
             got = [(int(a), int(b), int(e)) for chunk in chunks for a, b, e in zip(*chunk)]
             truth = []
             for e, (a, b, is_c) in enumerate(entries):

@@ -573,6 +573,29 @@ def test_an_index_from_before_ranks_were_stored_is_updated_to_the_same_result(tm
     assert "rank.npy" in left and not [n for n in left if n in ("previous-rank.npy", "died.npy", "new.npy")]
 
 
+def test_a_work_dir_from_before_copies_were_stored_reports_the_same_pairs_and_groups(tmp_path):
+    """A candidates record without copies.npy (made before it was kept): the verified pairs, groups and the
+    report's counts are read through the classes' labels instead, as they print from a fresh run."""
+    folder = tmp_path / "docs"
+    generate_corpus(folder, n_base=30, seed=14)
+    names = sorted(os.listdir(folder))
+    for i in range(3):  # a class of four copies, and another of two
+        shutil.copy(folder / names[4], folder / f"c{i}_{names[4]}")
+    shutil.copy(folder / names[9], folder / f"c_{names[9]}")
+    work = tmp_path / "work"
+    printed = {what: _invoke("run", folder, "-w", work, "-t", 0.5, "--print", what).stdout
+               for what in ("pairs", "groups")}
+    assert "c2_" in printed["pairs"]
+    manifest = json.loads((work / "manifest.json").read_text())
+    (work / "candidates" / f"{manifest['stages']['candidates']['key'][:12]}.copies.npy").unlink()
+    del manifest["stages"]["candidates"]["files"]["copies.npy"]
+    (work / "manifest.json").write_text(json.dumps(manifest))
+    for what, out in printed.items():
+        again = _invoke("run", folder, "-w", work, "-t", 0.5, "--print", what)
+        assert again.exit_code == 0 and again.stdout == out, again.stderr
+        assert "candidates: up to date" in again.stderr  # (read as stored, not made again)
+
+
 def test_copy_classes_regroup_a_document_that_can_pair_only_now_with_its_class(tmp_path):
     """copy_classes(previous): a document that could not pair in the last run (label -1 then) but can now joins
     the class of its copies, whose labels were not touched otherwise; the result equals the classes afresh."""

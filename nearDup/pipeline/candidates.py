@@ -27,7 +27,7 @@ from ..store.manifest import (
 )
 from ..store.workdir import WorkDir
 from ..wording import plural
-from .copies import class_sizes, copy_classes, expanded_count, uncovered
+from .copies import COPIES, Copies, copy_classes, expanded_count, uncovered
 from .driver import (
     PartitionArrays,
     Runner,
@@ -392,13 +392,15 @@ def run(runner: Runner, params: CandidateParams) -> CandidatesRecord:
     previous = _previous_candidates(work, basis)
     label = copy_classes(work, shingle_record, order, basis.documents, _previous_classes(work, previous))
     work.save_array(classes_path, label)
+    copies = Copies.of(label)
+    work.save_array(work.output("candidates", COPIES, key), copies.rows)
     bands = upstream.params.bands
     if params.method == "exact" or (params.method == "auto" and _join_may_pay(runner, docs.catalog, order, label,
                                                                              bands)):
         join = _join_input(work, key, shingle_record, order, label)
         method = params.method if params.method == "exact" else choose_method(runner, join, params, bands)
         if method == "exact":
-            return _run_exact(runner, key, params, upstream.key, join, label, small)
+            return _run_exact(runner, key, params, upstream.key, join, copies, small)
         join.remove()
     new = _new_documents(order, previous) if previous is not None else len(order)
     segment = _next_segment(work, previous, order, bands, new) if previous is not None else 0
@@ -430,11 +432,11 @@ def run(runner: Runner, params: CandidateParams) -> CandidatesRecord:
                    key=lambda b: (b["band"], b["key"] % 2**64))
     for name, array in stored.items():
         work.save_array(work.output("candidates", name, key), array)
-    count = expanded_count(pairs, stars[uncovered(stars, pairs, label)], class_sizes(label))
+    count = expanded_count(pairs, stars[uncovered(stars, pairs, label)], copies)
     work.save_jsonl(work.output("candidates", "large_buckets.jsonl", key), large)
     record = CandidatesRecord(
         key=key, params=params, upstream=upstream.key, basis=basis,
-        files=_files(work, "candidates", key, "order.npy", "classes.npy", *stored, "large_buckets.jsonl",
+        files=_files(work, "candidates", key, "order.npy", "classes.npy", COPIES, *stored, "large_buckets.jsonl",
                      RANK,
                      *(name for s in range(segment + 1) for _, k, d in _index_files(bands, s) for name in (k, d))),
         stats=CandidatesStats(candidates=count, large_buckets=len(large), small=small,
@@ -687,7 +689,7 @@ def join_ranges(offsets: np.ndarray) -> list[tuple[int, int]]:
     return list(zip(bounds[:-1].tolist(), bounds[1:].tolist()))
 
 
-def _run_exact(runner: Runner, key: str, params: CandidateParams, upstream: str, join: JoinInput, label: np.ndarray,
+def _run_exact(runner: Runner, key: str, params: CandidateParams, upstream: str, join: JoinInput, copies: Copies,
                small: int) -> CandidatesRecord:
     """The candidates of --method exact: the class pairs of every two classes whose sets have Jaccard >= the
     threshold (--metric containment: one of them contained in the other, |A ∩ B| / |A| >= t, in either
@@ -699,18 +701,17 @@ def _run_exact(runner: Runner, key: str, params: CandidateParams, upstream: str,
                       params.metric) for lo, hi in join_ranges(join.offsets)]
     results = runner.engine.map(join_pairs, tasks, desc="join", sizes=[t.hi - t.lo for t in tasks], unit="doc")
     found = join.docs[np.concatenate([np.empty((0, 2), np.int64), *results])]
-    size = class_sizes(label)
-    copies = join.docs[size[join.docs] > 1]
+    several = join.docs[copies.sizes(join.docs) > 1]
     # a pair each way once (containment finds a -> b and b -> a when each holds most of the other)
-    pairs = lsh.unique_pairs(np.concatenate([np.sort(found, axis=1), np.stack([copies, copies], axis=1)]))
+    pairs = lsh.unique_pairs(np.concatenate([np.sort(found, axis=1), np.stack([several, several], axis=1)]))
     join.remove()
     work.save_array(work.output("candidates", "pairs.npy", key), pairs)
     work.save_array(work.output("candidates", "stars.npy", key), np.empty((0, 2), np.int64))
     work.save_jsonl(work.output("candidates", "large_buckets.jsonl", key), [])
-    count = expanded_count(pairs, np.empty((0, 2), np.int64), size)
+    count = expanded_count(pairs, np.empty((0, 2), np.int64), copies)
     record = CandidatesRecord(
         key=key, params=params, upstream=upstream,
-        files=_files(work, "candidates", key, "order.npy", "classes.npy", "pairs.npy", "stars.npy",
+        files=_files(work, "candidates", key, "order.npy", "classes.npy", COPIES, "pairs.npy", "stars.npy",
                      "large_buckets.jsonl"),
         stats=CandidatesStats(candidates=count, large_buckets=0, small=small, method="exact"))
     work.record_stage("candidates", record)

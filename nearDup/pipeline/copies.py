@@ -21,7 +21,7 @@ import numpy as np
 
 from ..kernels import lsh, sets
 from ..kernels.hashing import U64, fmix64
-from ..store.manifest import ShingleRecord, VerifyRecord
+from ..store.manifest import CandidatesRecord, ShingleRecord, VerifyRecord
 from ..store.workdir import WorkDir
 from .band import DIGEST
 from .driver import PartitionArrays, part_starts, require
@@ -125,14 +125,58 @@ def _equal_to_first(shingles: PartitionArrays, starts: np.ndarray, docs: np.ndar
     return first
 
 
-def class_sizes(label: np.ndarray) -> np.ndarray:
-    """Documents per class, by label (0 where a number labels no class)."""
-    return np.bincount(label[label >= 0], minlength=len(label))
+COPIES = "copies.npy"  # candidates/KEY.copies.npy: Copies.rows
 
 
-def expanded_count(class_pairs: np.ndarray, stars: np.ndarray, size: np.ndarray) -> int:
+class Copies:
+    """The classes of two or more documents as rows (label, member), sorted: every other document that can pair is
+    a class of its own. What class sizes and ClassPairs need, without a pass over the label of every document: at
+    10M documents there are ~15,000 such rows, and each pass over the labels cost ~0.1 CPU s, several a run."""
+
+    def __init__(self, rows: np.ndarray):
+        self.rows = np.asarray(rows, np.int64).reshape(-1, 2)
+
+    @classmethod
+    def of(cls, label: np.ndarray) -> Copies:
+        """From the labels (copy_classes): a document whose label is another's is a copy; its label heads it."""
+        others = np.flatnonzero(label != np.arange(len(label)))
+        others = others[label[others] >= 0]
+        heads = sets.sorted_unique(label[others])
+        rows = np.concatenate([np.stack([heads, heads], axis=1), np.stack([label[others], others], axis=1)])
+        return cls(rows[np.lexsort((rows[:, 1], rows[:, 0]))])
+
+    def _spans(self, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(first row, rows) of each label's class among the rows (0 rows: a class of one)."""
+        lo = np.searchsorted(self.rows[:, 0], labels, "left")
+        return lo, np.searchsorted(self.rows[:, 0], labels, "right") - lo
+
+    def sizes(self, labels: np.ndarray) -> np.ndarray:
+        """Documents in the class of each label."""
+        return np.maximum(self._spans(np.asarray(labels, np.int64))[1], 1)
+
+    def members(self, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(members, lengths): the members of each label's class, ascending (its label first), class after class."""
+        labels = np.asarray(labels, np.int64)
+        lo, held = self._spans(labels)
+        lengths = np.maximum(held, 1)
+        members = np.repeat(labels, lengths)
+        several = held > 0
+        members[sets.ranges((np.cumsum(lengths) - lengths)[several], held[several])] = \
+            self.rows[sets.ranges(lo[several], held[several]), 1]
+        return members, lengths
+
+
+def load_copies(work: WorkDir) -> Copies:
+    """The stored Copies of the candidates stage, or (a work dir from before they were stored) made from its
+    labels."""
+    if COPIES in require(work, CandidatesRecord).files:
+        return Copies(work.load_array(work.current("candidates", COPIES), "candidates"))
+    return Copies.of(work.load_array(work.current("candidates", "classes.npy"), "candidates", mmap=True))
+
+
+def expanded_count(class_pairs: np.ndarray, stars: np.ndarray, copies: Copies) -> int:
     """How many document pairs class pairs and (uncovered) star pairs stand for."""
-    a, b = size[class_pairs[:, 0]], size[class_pairs[:, 1]]
+    a, b = copies.sizes(class_pairs[:, 0]), copies.sizes(class_pairs[:, 1])
     return int(np.where(class_pairs[:, 0] == class_pairs[:, 1], a * (a - 1) // 2, a * b).sum()) + len(stars)
 
 
@@ -145,8 +189,7 @@ def stored_entries(work: WorkDir, pairs: np.ndarray) -> ClassPairs:
     """Entries that verify stored (some of its checked.npy or pairs.npy), as ClassPairs: an entry is a class pair
     when the candidates stage stored it as one."""
     class_pairs = work.load_array(work.current("candidates", "pairs.npy"), "candidates")
-    return ClassPairs(pairs, among(pairs, class_pairs), work.load_array(work.current("candidates", "classes.npy"),
-                                                                         "candidates"))
+    return ClassPairs(pairs, among(pairs, class_pairs), load_copies(work))
 
 
 def verified_entries(work: WorkDir) -> ClassPairs:
@@ -165,16 +208,13 @@ class ClassPairs:
     members[offsets[i]:offsets[i] + lengths[i]], ascending (its first is the class's label); side_a, side_b: each
     entry's lists; intra: the entry stands for the pairs within one class."""
 
-    def __init__(self, pairs: np.ndarray, is_class: np.ndarray, label: np.ndarray):
+    def __init__(self, pairs: np.ndarray, is_class: np.ndarray, copies: Copies):
         heads = np.where(is_class[:, None], pairs, -1 - pairs)  # a class by its label, a lone document by -1 - n
         keys = sets.sorted_unique(heads.ravel())
         classes, lone = keys[keys >= 0], -1 - keys[keys < 0]
-        wanted = np.zeros(len(label) + 1, bool)  # (label -1 reads the last, False)
-        wanted[classes] = True
-        docs = np.flatnonzero(wanted[label])
-        docs = docs[np.argsort(label[docs], kind="stable")]  # by class, ascending within
+        docs, sizes = copies.members(classes)  # by class, ascending within
         self.members = np.concatenate([lone, docs]).astype(np.int64)  # in the order of keys: lone ones first
-        self.lengths = np.concatenate([np.ones(len(lone), np.int64), class_sizes(label)[classes]]).astype(np.int64)
+        self.lengths = np.concatenate([np.ones(len(lone), np.int64), sizes]).astype(np.int64)
         self.offsets = np.cumsum(self.lengths) - self.lengths
         self.side_a, self.side_b = (np.searchsorted(keys, heads[:, i]) for i in (0, 1))
         self.intra = self.side_a == self.side_b

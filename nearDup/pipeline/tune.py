@@ -17,7 +17,7 @@ from ..errors import WorkDirError
 from ..kernels import lsh, recall, sets
 from ..store.manifest import BandRecord, CandidatesRecord, ShingleRecord, VerifyRecord
 from ..store.workdir import WorkDir
-from .copies import class_sizes, verified_entries
+from .copies import load_copies, verified_entries
 from .driver import PartitionArrays, part_starts, require
 
 # pairs sharing a bucket, summed over the bands, up to which the distinct pairs are listed and counted; above it
@@ -48,7 +48,7 @@ class SignedCorpus:
         label = work.load_array(work.current("candidates", "classes.npy"), "candidates")
         numbers = np.flatnonzero(label >= 0)
         heads = numbers[label[numbers] == numbers]  # a class's label is its smallest number
-        self.weights = class_sizes(label)[heads]
+        self.weights = load_copies(work).sizes(heads)
         self.signatures = sets.gather_rows(PartitionArrays(work, "signature", ("npy",), shingle_record.shard_numbers),
                                            part_starts(shingle_record), heads)
         self.within = int((self.weights * (self.weights - 1) // 2).sum())  # copies: candidates with any choice

@@ -16,7 +16,17 @@ from ..kernels import lsh, sets
 from ..store.manifest import CandidatesRecord, ShingleRecord, SignatureRecord, VerifyBasis, VerifyRecord, VerifyStats
 from ..store.workdir import WorkDir, atomic_file
 from ..wording import plural
-from .copies import ClassPairs, among, containment_tails, directed, expanded_pairs, ranked, set_sizes_by_rank, uncovered
+from .copies import (
+    ClassPairs,
+    among,
+    containment_tails,
+    directed,
+    expanded_pairs,
+    load_copies,
+    ranked,
+    set_sizes_by_rank,
+    uncovered,
+)
 from .driver import PartitionArrays, Runner, _absolute, _begin, _files, _up_to_date, part_starts, require
 from .results import EXACT_RECALL, estimated_recall, recall_line, recall_warning
 from .shingle import load_catalog
@@ -86,11 +96,12 @@ def run(runner: Runner, params: VerifyParams) -> VerifyRecord:
     contained = params.metric == "containment"
     basis = VerifyBasis(threshold=params.threshold, metric=params.metric if contained else None,
                         shard_keys=shingle_record.shard_keys, signature=require(work, SignatureRecord).params)
-    label = work.load_array(work.current("candidates", "classes.npy"), "candidates")
+    label = work.load_array(work.current("candidates", "classes.npy"), "candidates", mmap=True)  # (a few read)
+    copies = load_copies(work)
     class_pairs = work.load_array(work.current("candidates", "pairs.npy"), "candidates")
     pairs, is_class = _entries(class_pairs, work.load_array(work.current("candidates", "stars.npy"), "candidates"),
                                label)
-    candidates = int(ClassPairs(pairs, is_class, label).count().sum())
+    candidates = int(ClassPairs(pairs, is_class, copies).count().sum())
     previous = _reusable(work, basis)
     if previous is not None:
         checked, accepted, scores, sizes = previous
@@ -129,7 +140,7 @@ def run(runner: Runner, params: VerifyParams) -> VerifyRecord:
     order = np.argsort(lsh.pair_codes(accepted), kind="stable")
     accepted, scores, sizes = accepted[order], scores[order], sizes[order]
     del order
-    entries = ClassPairs(accepted, among(accepted, class_pairs), label)
+    entries = ClassPairs(accepted, among(accepted, class_pairs), copies)
     counts = entries.count()
     found = int(counts.sum())
     ids = load_catalog(work, shingle_record).ids_of(sets.sorted_unique(entries.members).tolist())

@@ -22,8 +22,9 @@
       band/part-00000.digest.npy       uint64 (n_docs,): band.band_digest of its keys (copies.copy_classes reads it)
       candidates/KEY.order.npy         int64: the global numbers of the documents that can pair, in id order
       candidates/KEY.classes.npy       int64 (n,): each document's copy class, the smallest number with its set
-      candidates/KEY.rank.npy          int64 (n,): each document's position in order, -1 if not in it (next run's)
                                        (-1: cannot pair); pipeline.copies
+      candidates/KEY.copies.npy        int64 (m, 2): (label, member) of the classes of two or more, sorted
+      candidates/KEY.rank.npy          int64 (n,): each document's position in order, -1 if not in it (next run's)
       candidates/KEY.pairs.npy         int64 (m, 2) class pairs of small buckets, a <= b, sorted: (A, B) stands for
                                        A x B, (A, A) for the pairs within class A (--method exact: of the join;
                                        then no counts, star_counts nor band index)
