@@ -517,6 +517,68 @@ def test_joined_columns_read_as_the_joined_column():
     assert not Catalog(fresh).same(Catalog(fresh.replaced({"size": whole["size"] + 1})))
 
 
+@pytest.mark.parametrize("ascending", [True, False])
+def test_pairing_order_of_segments_is_that_of_the_rows_by_id(ascending):
+    """pairable and pairing_order of a segmented catalog, read segment by segment (never joined), against brute
+    force over its rows: live, shingles >= max(--min-shingles, 1), size >= --min-size, sorted by id. The
+    shortcut (ids already ascending in row order, as distinct_live_ids found) is taken only when it holds."""
+    from nearDup.config import CandidateParams
+    from nearDup.pipeline.candidates import pairable, pairing_order
+    from nearDup.store.catalog import Catalog, JoinedColumns
+
+    rng = np.random.default_rng(5)
+    sizes = [6, 0, 9, 4]
+    names = [b"doc%03d" % i for i in range(sum(sizes))]
+    if not ascending:
+        names = [names[i] for i in rng.permutation(len(names))]
+    segments, at = [], 0
+    for n in sizes:
+        segments.append({"id": np.array(names[at:at + n] or [b""])[:n], "shingles": rng.integers(0, 6, n),
+                         "size": rng.integers(0, 60, n)})
+        at += n
+    live = (rng.random(sum(sizes)) < 0.8).astype(np.int8)
+    params = CandidateParams(min_shingles=2, min_size=10)
+    shingles = np.concatenate([s["shingles"] for s in segments])
+    size = np.concatenate([s["size"] for s in segments])
+    truth = [n for n in range(len(names)) if live[n] and shingles[n] >= 2 and size[n] >= 10]
+    catalog = Catalog(JoinedColumns(segments, {"live": live}))
+    assert np.flatnonzero(pairable(catalog, params)).tolist() == truth and not catalog.columns.joined
+    assert catalog.distinct_live_ids() and catalog.ids_ascending == ascending
+    assert pairing_order(catalog, params).tolist() == sorted(truth, key=lambda n: names[n])
+
+
+@pytest.mark.parametrize("ids, live, distinct, ascending", [
+    ([[b"a", b"c"], [], [b"d", b"e"]], [1, 1, 1, 1], True, True),
+    ([[b"a", b"c"], [b"b"]], [1, 1, 1], True, False),  # each segment ascending, not across them
+    ([[b"a", b"b"], [b"b"]], [1, 1, 1], False, False),  # the same id in two segments
+    ([[b"a", b"b"], [b"b"]], [1, 0, 1], True, True),  # ... held by a dead row
+    ([[b"a", b"z"], [b"b", b"c"]], [1, 0, 1, 1], True, True)])  # the row out of order is dead
+def test_distinct_live_ids_of_segments(ids, live, distinct, ascending):
+    from nearDup.store.catalog import Catalog, JoinedColumns
+
+    segments = [{"id": np.array(part, "S1"), "size": np.zeros(len(part), np.int64)} for part in ids]
+    catalog = Catalog(JoinedColumns(segments, {"live": np.array(live, np.int8)}))
+    assert catalog.distinct_live_ids() == distinct and catalog.ids_ascending == ascending
+
+
+def test_the_rows_of_each_range_of_a_segmented_catalog_are_those_of_the_catalog_whole():
+    """_rows_by_item reads the item column segment by segment: each range's live rows as from the joined column,
+    with a range whose rows fall in two segments and one that comes back in a later segment."""
+    from nearDup.store.catalog import Catalog, JoinedColumns, _rows_by_item
+
+    items = [b"a", b"a", b"b", b"b", b"b", b"c", b"c", b"a", b"d"]
+    cuts = [0, 3, 3, 6, 9]  # segments of 3, 0, 3 and 3 rows: "b" runs across the first two that hold rows
+    segments = [{"item": np.array(items[lo:hi], "S1"), "size": np.arange(lo, hi)}
+                for lo, hi in itertools.pairwise(cuts)]
+    live = np.array([1, 0, 1, 1, 1, 0, 1, 1, 1], np.int8)
+    got = _rows_by_item(Catalog(JoinedColumns(segments, {"live": live})), live.astype(bool))
+    truth: dict = {}
+    for n, item in enumerate(items):
+        if live[n]:
+            truth.setdefault(item, []).append(n)
+    assert {k: v.tolist() for k, v in got.items()} == truth
+
+
 def test_each_band_shard_keeps_the_digest_of_its_keys_and_a_missing_one_is_made_again(tmp_path):
     """The band stage writes part-n.digest.npy, band_digest of the shard's keys (equal rows of keys, equal digests;
     a key changed in any band, another digest); a work dir whose digest files are gone (an older one, or damaged)
