@@ -469,16 +469,18 @@ def _changed_documents(work: WorkDir, key: str, order: np.ndarray, documents: in
     """Write this run's ranks (RANK); with a last run, also the documents that died since (pairable then, not now:
     deleted or changed) and the new ones (numbered after its documents), ascending, for the band tasks (each
     would otherwise read and invert both runs' orders). Returns (ranks, died, new) paths, or () without a last
-    run."""
+    run. Both come from passes over the two runs' ranks in number order (a gather through the last order by id,
+    then a sort, cost 0.15 CPU s at 10M documents)."""
     paths = [work.output("candidates", name, key) for name in (RANK, "died.npy", "new.npy")]  # (the last two not
     rank = ranks(order, documents)                                                            # kept after the run)
     work.save_array(paths[0], rank)
     if previous is None:
         return ()
     assert previous.basis is not None  # (_previous_candidates)
-    old_order = work.load_array(work.output("candidates", "order.npy", previous.key), "candidates", mmap=True)
-    work.save_array(paths[1], np.sort(old_order[rank[old_order] < 0]))
-    work.save_array(paths[2], np.sort(order[order >= previous.basis.documents]))
+    old = previous.basis.documents
+    old_rank = work.load_array(Path(_previous_ranks(work, key, previous)), "candidates", mmap=True)
+    work.save_array(paths[1], np.flatnonzero((old_rank >= 0) & (rank[:old] < 0)))
+    work.save_array(paths[2], old + np.flatnonzero(rank[old:] >= 0))
     return tuple(map(str, paths))
 
 
@@ -487,7 +489,9 @@ def _previous_ranks(work: WorkDir, key: str, previous: CandidatesRecord) -> str:
     if RANK in previous.files:
         return str(work.output("candidates", RANK, previous.key))
     assert previous.basis is not None
-    path = work.output("candidates", "previous-rank.npy", key)  # (not kept after the run)
+    path = work.output("candidates", "previous-rank.npy", key)  # (not kept after the run; written whole, so
+    if path.exists():                                           # made by this run, or one with this key)
+        return str(path)
     work.save_array(path, ranks(work.load_array(work.output("candidates", "order.npy", previous.key), "candidates"),
                                 previous.basis.documents))
     return str(path)
