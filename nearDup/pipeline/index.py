@@ -23,7 +23,7 @@ def check_fixed_parameters(work: WorkDir, wanted: dict[str, dict]) -> None:
         record = manifest.stages.get(stage)
         if record is None:
             continue
-        stored = record.content if isinstance(record, ShingleRecord) else record.to_json()["params"]
+        stored = record.content if isinstance(record, ShingleRecord) else record.json_field("params")
         if stage == "shingle":  # the shingle parameters sit beside the source's in one record
             params, stored = ({**p.get("params", {}), **{k: v for k, v in p.items() if k != "params"}}
                               for p in (params, stored))

@@ -127,9 +127,9 @@ def resolved_params(work: WorkDir, upto: str | None) -> dict:
         record = records.get(name)
         if record is None:
             continue
-        params = record.to_json()["params"]
+        params = record.json_field("params")
         if isinstance(record, ShingleRecord):
-            params.update({k: v for k, v in record.to_json()["source"].items() if k in HEADER_SOURCE})
+            params.update({k: v for k, v in record.json_field("source").items() if k in HEADER_SOURCE})
         elif name == "signature":
             params["minhash"] = params.pop("method")
         elif name == "band":

@@ -89,6 +89,11 @@ class _Json:
                 out[_json_key(f)] = _dump(value)
         return out
 
+    def json_field(self, name: str) -> Any:
+        """One field's JSON form (to_json()[name] without the others: a shingle record's shard lists are 10,000
+        entries at 10M documents)."""
+        return _dump(getattr(self, name))
+
     @classmethod
     def from_json(cls: type[J], data: dict[str, Any]) -> J:
         hints, known, names = _hints(cast(type, cls)), {}, set()
