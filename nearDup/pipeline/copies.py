@@ -15,7 +15,9 @@ each document in closed form (`class_degree`). 3,000 copies are one entry, not 4
 """
 from __future__ import annotations
 
-from collections.abc import Iterator
+import itertools
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import numpy as np
 
@@ -291,34 +293,88 @@ def directed(lo: np.ndarray, hi: np.ndarray, size: np.ndarray) -> tuple[np.ndarr
     return np.where(swap, hi, lo), np.where(swap, lo, hi)
 
 
-def containment_tails(scores: np.ndarray, sizes: np.ndarray) -> list[str]:
-    """The end of each entry's JSON line in pairs.jsonl for --metric containment (keys sorted, as json.dumps)."""
-    jaccard = sets.jaccard(sizes[:, 0], sizes[:, 2], sizes[:, 3]).tolist()
-    return [f', "containment": {c!r}, "estimate": {estimate!r}, "intersection": {inter}, "jaccard": {j!r}, '
-            f'"union": {union}}}\n' for (c, estimate), (inter, union, _, _), j in zip(scores.tolist(), sizes.tolist(),
-                                                                                   jaccard)]
+class Listing:
+    """Verified pairs in the order of the listing (best first, then by ids) as columns, not records: names (the ids,
+    sorted), each entry's values, and chunks of (a, b, entry), a and b the ranks in names of a pair's ends (with
+    --metric containment, a contained in b: directed). pairs.jsonl and every printed format are lines made from
+    it, the text of each entry's values made once per entry (a class pair stands for many pairs) and each value's
+    once per distinct value: a dict per pair cost ~5 us, most of the report of 100,000 pairs. records() gives the
+    dicts, for what filters pairs."""
+
+    def __init__(self, ids: dict[int, str], entries: ClassPairs, scores: np.ndarray, sizes: np.ndarray,
+                 contained: bool):
+        self.names, self._rank = ranked(ids)
+        self.entries, self.scores, self.sizes, self.contained = entries, scores, sizes, contained
+        # a record's fields but its ends a and b, sorted as pairs.jsonl has them
+        self.fields = ("containment",) * contained + ("estimate", "intersection", "jaccard", "union")
+
+    @classmethod
+    def stored(cls, work: WorkDir) -> Listing:
+        """The verified pairs of a work dir (what its pairs.jsonl holds), from verify's stored arrays."""
+        entries = verified_entries(work)
+        ids = load_catalog(work, require(work, ShingleRecord)).ids_of(sets.sorted_unique(entries.members).tolist())
+        return cls(ids, entries, work.load_array(work.current("verify", "scores.npy"), "verify"),
+                   work.load_array(work.current("verify", "sizes.npy"), "verify"),
+                   require(work, VerifyRecord).params.metric == "containment")
+
+    def column(self, field: str) -> np.ndarray:
+        """Each entry's value of a pair's field: its score (jaccard, or containment), estimate, intersection,
+        union, and with --metric containment its jaccard too (from |A ∩ B|, |A|, |B|)."""
+        if field == ("containment" if self.contained else "jaccard"):
+            return self.scores[:, 0]
+        if field == "jaccard":
+            return sets.jaccard(self.sizes[:, 0], self.sizes[:, 2], self.sizes[:, 3])
+        return {"estimate": self.scores[:, 1], "intersection": self.sizes[:, 0], "union": self.sizes[:, 1]}[field]
+
+    def texts(self, field: str, fmt: Callable[[Any], str]) -> list[str]:
+        """fmt of each entry's value of field (as a Python float or int), called once per distinct value: scores
+        are ratios of small integers, so 100,000 entries have a few thousand (floats told apart by their bits)."""
+        values = np.ascontiguousarray(self.column(field))
+        distinct, at = np.unique(values.view(np.int64) if values.dtype.kind == "f" else values, return_inverse=True)
+        text = [fmt(v) for v in distinct.view(values.dtype).tolist()]
+        return list(map(text.__getitem__, at.tolist()))
+
+    def json_fields(self, fields: tuple[str, ...]) -> list[str]:
+        """Each entry's fields as JSON members, ', "field": value' in the order given, values as json.dumps gives
+        them (by repr: finite floats and ints)."""
+        return joined(*(self.texts(f, f', "{f}": {{!r}}'.format) for f in fields))
+
+    def chunks(self) -> Iterator[tuple[list[int], list[int], list[int]]]:
+        """(a, b, entry) of the pairs, a bounded number at a time (expanded_pairs), in the listing's order."""
+        size = set_sizes_by_rank(self.entries, self.sizes, self._rank) if self.contained else None
+        for lo, hi, at in expanded_pairs(self.entries, self._rank, self.scores[:, 0]):
+            if size is not None:
+                lo, hi = directed(lo, hi, size)
+            yield lo.tolist(), hi.tolist(), at.tolist()
+
+    def lines(self, head: str | list[str], names: list[str], middle: str,
+              tail: str | list[str]) -> Iterator[list[str]]:
+        """Each pair as head + names[a] + middle + names[b] + tail, a chunk at a time; head and tail: one text, or
+        one per entry."""
+        m = len(self.scores)
+        head, tail = ([x] * m if isinstance(x, str) else x for x in (head, tail))
+        for a, b, e in self.chunks():
+            yield [f"{head[i]}{names[x]}{middle}{names[y]}{tail[i]}" for x, y, i in zip(a, b, e)]
+
+    def records(self) -> Iterator[dict]:
+        """The pairs as the records of pairs.jsonl (keys sorted)."""
+        names = self.names
+        values = list(zip(*(self.column(f).tolist() for f in self.fields)))
+        if self.contained:
+            for a, b, e in self.chunks():
+                for x, y, i in zip(a, b, e):
+                    c, estimate, inter, jaccard, union = values[i]
+                    yield {"a": names[x], "b": names[y], "containment": c, "estimate": estimate,
+                           "intersection": inter, "jaccard": jaccard, "union": union}
+            return
+        for a, b, e in self.chunks():
+            for x, y, i in zip(a, b, e):
+                estimate, inter, jaccard, union = values[i]
+                yield {"a": names[x], "b": names[y], "estimate": estimate, "intersection": inter, "jaccard": jaccard,
+                       "union": union}
 
 
-def stored_records(work: WorkDir) -> Iterator[dict]:
-    """The verified pairs of a work dir as the records of its pairs.jsonl (keys sorted), in its order, made from
-    the stored entries as they are asked for instead of parsing millions of lines of JSON."""
-    entries = verified_entries(work)
-    scores = work.load_array(work.current("verify", "scores.npy"), "verify")
-    sizes = work.load_array(work.current("verify", "sizes.npy"), "verify")
-    values = list(zip(scores.tolist(), sizes.tolist()))
-    names, rank = ranked(load_catalog(work, require(work, ShingleRecord)).ids_of(
-        sets.sorted_unique(entries.members).tolist()))
-    if require(work, VerifyRecord).params.metric == "containment":
-        size = set_sizes_by_rank(entries, sizes, rank)
-        jaccard = sets.jaccard(sizes[:, 0], sizes[:, 2], sizes[:, 3]).tolist()
-        for lo, hi, at in expanded_pairs(entries, rank, scores[:, 0]):
-            for a, b, e in zip(*(x.tolist() for x in directed(lo, hi, size)), at.tolist()):
-                (c, estimate), (inter, union, _, _) = values[e]
-                yield {"a": names[a], "b": names[b], "containment": c, "estimate": estimate, "intersection": inter,
-                       "jaccard": jaccard[e], "union": union}
-        return
-    for lo, hi, at in expanded_pairs(entries, rank, scores[:, 0]):
-        for a, b, e in zip(lo.tolist(), hi.tolist(), at.tolist()):
-            (similarity, estimate), (inter, union) = values[e]
-            yield {"a": names[a], "b": names[b], "estimate": estimate, "intersection": inter, "jaccard": similarity,
-                   "union": union}
+def joined(*parts: str | list[str]) -> list[str]:
+    """The concatenation of parts, item by item: lists of one length, and texts that are the same in every item."""
+    n = next(len(p) for p in parts if not isinstance(p, str))
+    return list(map("".join, zip(*(itertools.repeat(p, n) if isinstance(p, str) else p for p in parts))))

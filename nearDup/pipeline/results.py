@@ -12,7 +12,7 @@ from ..kernels import lsh, recall, sets
 from ..store.manifest import STAGES, BandRecord, RecallStats, ShingleRecord, VerifyRecord, VerifyStats
 from ..store.workdir import WorkDir
 from ..wording import plural
-from .copies import stored_records, verified_entries
+from .copies import Listing, verified_entries
 from .driver import require
 
 
@@ -26,9 +26,13 @@ class StoredPairs:
         self._count = None if keep else record.stats.pairs
 
     def __iter__(self):
-        for pair in stored_records(self.work):  # what pairs.jsonl holds, without parsing it
+        for pair in Listing.stored(self.work).records():  # what pairs.jsonl holds, without parsing it
             if self.keep is None or self.keep(pair):
                 yield pair
+
+    def listing(self) -> Listing | None:
+        """The pairs as columns (copies.Listing), to print without a record per pair; None when filtered."""
+        return Listing.stored(self.work) if self.keep is None else None
 
     def __len__(self) -> int:
         if self._count is None:
