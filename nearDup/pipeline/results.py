@@ -3,6 +3,7 @@ recall warning when the bands were chosen for a higher threshold than verify's, 
 """
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 import numpy as np
@@ -12,7 +13,7 @@ from ..kernels import lsh, recall, sets
 from ..store.manifest import STAGES, BandRecord, RecallStats, ShingleRecord, VerifyRecord, VerifyStats
 from ..store.workdir import WorkDir
 from ..wording import plural
-from .copies import Listing, verified_entries
+from .copies import ClassPairs, Listing, verified_entries
 from .driver import require
 
 
@@ -25,14 +26,23 @@ class StoredPairs:
         self.work, self.path, self.keep = work, work.current("verify", "pairs.jsonl"), keep
         self._count = None if keep else record.stats.pairs
 
+    # read once for the count, the print and the summary (at 10M documents, the classes' 80 MB each time)
+    @functools.cached_property
+    def _entries(self) -> ClassPairs:
+        return verified_entries(self.work)
+
+    @functools.cached_property
+    def _columns(self) -> Listing:
+        return Listing.stored(self.work, self._entries)
+
     def __iter__(self):
-        for pair in Listing.stored(self.work).records():  # what pairs.jsonl holds, without parsing it
+        for pair in self._columns.records():  # what pairs.jsonl holds, without parsing it
             if self.keep is None or self.keep(pair):
                 yield pair
 
     def listing(self) -> Listing | None:
         """The pairs as columns (copies.Listing), to print without a record per pair; None when filtered."""
-        return Listing.stored(self.work) if self.keep is None else None
+        return self._columns if self.keep is None else None
 
     def __len__(self) -> int:
         if self._count is None:
@@ -51,7 +61,7 @@ class StoredPairs:
             for pair in self:
                 seen.update((pair["a"], pair["b"]))
             return len(seen)
-        entries = verified_entries(self.work)
+        entries = self._entries
         lists, _, _ = entries.occurrences(entries.count() > 0)
         return len(sets.sorted_unique(entries.members[entries.spread(sets.sorted_unique(lists))]))
 

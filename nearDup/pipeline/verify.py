@@ -16,7 +16,7 @@ from ..kernels import lsh, sets
 from ..store.manifest import CandidatesRecord, ShingleRecord, SignatureRecord, VerifyBasis, VerifyRecord, VerifyStats
 from ..store.workdir import WorkDir, atomic_file
 from ..wording import plural
-from .copies import ClassPairs, Listing, among, joined, uncovered
+from .copies import ClassPairs, Listing, among, uncovered
 from .driver import PartitionArrays, Runner, _absolute, _begin, _files, _up_to_date, part_starts, require
 from .results import EXACT_RECALL, estimated_recall, recall_line, recall_warning
 from .shingle import load_catalog
@@ -137,8 +137,8 @@ def run(runner: Runner, params: VerifyParams) -> VerifyRecord:
     work.save_array(work.output("verify", "scores.npy", key), scores)
     work.save_array(work.output("verify", "sizes.npy", key), sizes)
     with atomic_file(work.output("verify", "pairs.jsonl", key), "w") as f:
-        for lines in _pair_lines(Listing(ids, entries, scores, sizes, contained)):
-            f.writelines(lines)
+        for text in _pair_lines(Listing(ids, entries, scores, sizes, contained)):
+            f.write(text)
     todo_path.unlink()
     record = VerifyRecord(key=key, params=params, upstream=upstream.key, basis=basis,
                           files=_files(work, "verify", key, "checked.npy", "pairs.npy", "scores.npy", "sizes.npy",
@@ -173,11 +173,11 @@ def _named(params: VerifyParams) -> str:
 
 def _pair_lines(listing: Listing):
     """The verified pairs as the JSON lines of pairs.jsonl, with ids, scores and set sizes (|A ∩ B|, |A ∪ B|),
-    best first, then by id: an order that does not depend on how the documents were numbered. Lists of lines, a
-    bounded number at a time: the pairs of classes of copies are made (pipeline.copies.expanded_pairs) on each
+    best first, then by id: an order that does not depend on how the documents were numbered. The text of a
+    bounded number of lines at a time: the pairs of classes of copies are made (pipeline.copies.expanded_pairs) on each
     id's rank among the ids, for thousands of copies of one text stand for millions of pairs. Each id and each
     entry's fields are encoded once (Listing), as json.dumps(record, ensure_ascii=False, sort_keys=True) would:
     json.dumps of every record is slow for millions of pairs. --metric containment: each pair a -> b, a contained
     in b (copies.directed), with its containment and Jaccard."""
-    return listing.lines('{"a": ', list(map(encode_basestring, listing.names)), ', "b": ',
-                         joined(listing.json_fields(listing.fields), "}\n"))
+    return listing.text(['{"a": '], list(map(encode_basestring, listing.names)), ', "b": ',
+                        [*listing.json_fields(listing.fields), "}\n"])

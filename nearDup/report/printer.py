@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from json.encoder import encode_basestring_ascii  # what json.dumps(a str) is
 from typing import TYPE_CHECKING
 
-from ..pipeline.copies import Listing, joined
+from ..pipeline.copies import Listing
 from ..pipeline.results import StoredPairs
 
 if TYPE_CHECKING:
@@ -124,29 +124,28 @@ class Printer:
 
     def _listed(self, listing: Listing) -> None:
         """pairs() of a Listing: each line head + a + middle + b + tail, the heads and tails made once per entry
-        (Listing.texts: once per distinct value), the ids once each, a chunk of lines written at once."""
+        (Listing.texts: once per distinct value), the ids once each, the lines joined a chunk at a time."""
         fields = CONTAINMENT_FIELDS if listing.contained else PAIR_FIELDS  # score, the two ends, the rest
         names, end = listing.names, self.end
         if self.fmt == "jsonl":  # as _json: json.dumps, ensure_ascii
-            lines = listing.lines(joined('{"type": "pair"', listing.json_fields(fields[:1]), f', "{fields[1]}": '),
+            chunks = listing.text(['{"type": "pair"', *listing.json_fields(fields[:1]), f', "{fields[1]}": '],
                                   list(map(encode_basestring_ascii, names)), f', "{fields[2]}": ',
-                                  joined(listing.json_fields(fields[3:]), "}" + end))
+                                  [*listing.json_fields(fields[3:]), "}" + end])
         elif self.fmt == "csv":
             self.stream.write(",".join(fields) + end)
-            lines = listing.lines(listing.texts(fields[0], "{:.4f},".format), list(map(_csv_field, names)), ",",
-                                  joined(*(listing.texts(f, lambda v: f",{v:.4f}" if isinstance(v, float) else f",{v}")
-                                           for f in fields[3:]), end))
+            chunks = listing.text([listing.texts(fields[0], "{:.4f},".format)], list(map(_csv_field, names)), ",",
+                                  [*(listing.texts(f, lambda v: f",{v:.4f}" if isinstance(v, float) else f",{v}")
+                                     for f in fields[3:]), end])
         elif self.fmt == "human":
             console = self._rich()
-            for chunk in listing.lines(listing.texts(fields[0], "[bold]{:.4f}[/]  ".format), list(map(_esc, names)),
-                                       f"  [dim]{'in' if listing.contained else '~'}[/]  ", ""):
-                for line in chunk:
-                    console.print(line)
+            for pieces in listing.lines([listing.texts(fields[0], "[bold]{:.4f}[/]  ".format)], list(map(_esc, names)),
+                                        f"  [dim]{'in' if listing.contained else '~'}[/]  ", []):
+                for line in pieces.tolist():
+                    console.print("".join(line))
             return
         else:
-            lines = listing.lines(listing.texts(fields[0], "{:.4f}\t".format), names, "\t", end)
-        for chunk in lines:
-            text = "".join(chunk)
+            chunks = listing.text([listing.texts(fields[0], "{:.4f}\t".format)], names, "\t", [end])
+        for text in chunks:
             for at in range(0, len(text), WRITE_CHARS):
                 self.stream.write(text[at:at + WRITE_CHARS])
 
