@@ -234,7 +234,8 @@ ODD_IDS = ['comma,"quote"', "new\nline", "tab\there", "caf\udce9", "[bold]markup
 def odd_runs(tmp_path_factory) -> tuple[dict[str, str], dict[str, Path]]:
     """(text of each id, work dir of each run) of one JSONL corpus: copies of a text under the ODD_IDS, 3 edits of
     it, a text with a copy and a 90% prefix, unrelated texts; run with classes of copies, with --max-bucket 5
-    (the copies' buckets give star pairs, the other text's a class pair) and with --metric containment."""
+    (the copies' buckets give star pairs, the other text's a class pair) and with --metric containment; and of
+    its unrelated texts alone (no pair)."""
     root = tmp_path_factory.mktemp("odd")
     rng = random.Random(8)
     base = [rng.choice(WORDS) for _ in range(120)]
@@ -248,19 +249,23 @@ def odd_runs(tmp_path_factory) -> tuple[dict[str, str], dict[str, Path]]:
     texts.update({"other": " ".join(other), "other-copy": " ".join(other), "other-prefix": " ".join(other[:90])})
     texts.update({f"u{i}": " ".join(rng.choice(WORDS) for _ in range(80)) for i in range(4)})
     (root / "c.jsonl").write_text("".join(json.dumps({"id": i, "text": t}) + "\n" for i, t in texts.items()))
-    runs = {"copies": [], "stars": ["--max-bucket", 5], "containment": ["--metric", "containment"]}
-    for name, extra in runs.items():
-        r = neardup("-w", root / name, "run", "--jsonl", root / "c.jsonl", "-q", *extra)
+    (root / "none.jsonl").write_text("".join(json.dumps({"id": i, "text": t}) + "\n" for i, t in texts.items()
+                                             if i.startswith("u")))
+    runs = {"copies": ["c"], "stars": ["c", "--max-bucket", 5], "containment": ["c", "--metric", "containment"],
+            "none": ["none"]}
+    for name, (corpus_name, *extra) in runs.items():
+        r = neardup("-w", root / name, "run", "--jsonl", root / f"{corpus_name}.jsonl", "-q", *extra)
         assert r.returncode == 0, r.stderr
     return texts, {name: root / name for name in runs}
 
 
-@pytest.mark.parametrize("run", ["copies", "stars", "containment"])
+@pytest.mark.parametrize("run", ["copies", "stars", "containment", "none"])
 def test_stored_pairs_print_from_columns_as_their_records_do(odd_runs, run, monkeypatch):
-    """Unfiltered stored pairs are printed from copies.Listing's columns, without a record per pair: every format,
-    with -0 or not, gives the bytes that printing the records gives, and pairs.jsonl holds the records. The
-    records are brute force's pairs (classes of copies expanded; star pairs a subset; containment directed from
-    the smaller set)."""
+    """Stored pairs are printed from copies.Listing's columns, without a record per pair: every format, with -0 or
+    not, gives the bytes that printing the records gives (none: the csv header alone), and pairs.jsonl holds the
+    records; so do the pairs involving some ids (--new-only), which count their pairs and documents as the
+    records do. The records are brute force's pairs (classes of copies expanded; star pairs a subset;
+    containment directed from the smaller set)."""
     from nearDup.pipeline.results import StoredPairs
     from nearDup.report.printer import Printer, text_stream
     from nearDup.store.workdir import WorkDir
@@ -278,7 +283,8 @@ def test_stored_pairs_print_from_columns_as_their_records_do(odd_runs, run, monk
     else:
         truth = sorted(((a, b, j) for (a, b), j in all_pairs(texts, 0.8).items()), key=lambda t: (-t[2], t[:2]))
         listed = [(p["a"], p["b"], p["jaccard"]) for p in records]
-        assert listed == truth if run == "copies" else set(listed) < set(truth) and len(listed) > 10
+        assert listed == (truth if run == "copies" else []) if run != "stars" else \
+            set(listed) < set(truth) and len(listed) > 10
 
     def printed(pairs, fmt: str, null: bool) -> bytes:
         out = io.BytesIO()
@@ -287,12 +293,22 @@ def test_stored_pairs_print_from_columns_as_their_records_do(odd_runs, run, monk
         stream.flush()
         return out.getvalue()
 
-    expected = {(fmt, null): printed(records, fmt, null) for fmt in ("tsv", "jsonl", "csv", "human")
+    expected = {(fmt, null): printed(records, fmt, null) for fmt in ("tsv", "jsonl", "csv", "human", "fdupes")
                 for null in (False, True)}
 
     def no_records(self):
         raise AssertionError("a record per pair")
 
+    involving = {"edit1", "caf\udce9", "other-prefix", "u0"}  # --new-only: the pairs with an end among these
+    kept = [p for p in records if p["a"] in involving or p["b"] in involving]
+    assert 0 < len(kept) < len(records) or not records
+    expected_kept = {(fmt, null): printed(kept, fmt, null) for fmt, null in expected}
+    assert list(StoredPairs(work, involving)) == kept
+    assert len(StoredPairs(work, involving)) == len(kept)
+    assert StoredPairs(work, involving).documents() == len({p[end] for p in kept for end in ("a", "b")})
+    assert StoredPairs(work).documents() == len({p[end] for p in records for end in ("a", "b")})
+
     monkeypatch.setattr(copies.Listing, "records", no_records)
     for (fmt, null), text in expected.items():
         assert printed(StoredPairs(work), fmt, null) == text, (fmt, null)
+        assert printed(StoredPairs(work, involving), fmt, null) == expected_kept[fmt, null], (fmt, null)

@@ -301,21 +301,23 @@ class Listing:
     dicts, for what filters pairs."""
 
     def __init__(self, ids: dict[int, str], entries: ClassPairs, scores: np.ndarray, sizes: np.ndarray,
-                 contained: bool):
+                 contained: bool, involving: set[str] | None = None):
         self.names, self._rank = ranked(ids)
+        # involving: only the pairs with an end among these ids (--new-only), by rank
+        self._keep = None if involving is None else np.array([name in involving for name in self.names], bool)
         self.entries, self.scores, self.sizes, self.contained = entries, scores, sizes, contained
         # a record's fields but its ends a and b, sorted as pairs.jsonl has them
         self.fields = ("containment",) * contained + ("estimate", "intersection", "jaccard", "union")
 
     @classmethod
-    def stored(cls, work: WorkDir, entries: ClassPairs | None = None) -> Listing:
+    def stored(cls, work: WorkDir, entries: ClassPairs | None = None, involving: set[str] | None = None) -> Listing:
         """The verified pairs of a work dir (what its pairs.jsonl holds), from verify's stored arrays (entries:
         verified_entries, if read already)."""
         entries = verified_entries(work) if entries is None else entries
         ids = load_catalog(work, require(work, ShingleRecord)).ids_of(sets.sorted_unique(entries.members).tolist())
         return cls(ids, entries, work.load_array(work.current("verify", "scores.npy"), "verify"),
                    work.load_array(work.current("verify", "sizes.npy"), "verify"),
-                   require(work, VerifyRecord).params.metric == "containment")
+                   require(work, VerifyRecord).params.metric == "containment", involving)
 
     def column(self, field: str) -> np.ndarray:
         """Each entry's value of a pair's field: its score (jaccard, or containment), estimate, intersection,
@@ -343,6 +345,9 @@ class Listing:
         """(a, b, entry) of the pairs, a bounded number at a time (expanded_pairs), in the listing's order."""
         size = set_sizes_by_rank(self.entries, self.sizes, self._rank) if self.contained else None
         for lo, hi, at in expanded_pairs(self.entries, self._rank, self.scores[:, 0]):
+            if self._keep is not None:
+                kept = self._keep[lo] | self._keep[hi]
+                lo, hi, at = lo[kept], hi[kept], at[kept]
             if size is not None:
                 lo, hi = directed(lo, hi, size)
             yield lo, hi, at

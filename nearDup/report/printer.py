@@ -93,11 +93,10 @@ class Printer:
     def pairs(self, pairs: Iterable[dict] | StoredPairs, metric: str | None = None) -> None:
         """metric: the run's (None: as the records show it), so that no pairs still get the right csv header.
         Containment pairs are directed: jsonl and csv name the ends contained and container; tsv and human give
-        the containment, then the contained, then the container (human: "A in B"). Stored pairs, unfiltered, are
-        printed from their columns (_listed), the same bytes without a record per pair."""
-        listing = pairs.listing() if isinstance(pairs, StoredPairs) else None
-        if listing is not None:
-            return self._listed(listing)
+        the containment, then the contained, then the container (human: "A in B"). Stored pairs (--new-only too) are
+        printed from their columns (_listed): the same bytes without a record per pair."""
+        if isinstance(pairs, StoredPairs):
+            return self._listed(pairs.listing())
         pairs = iter(pairs)
         first = next(pairs, None)
         pairs = itertools.chain([first] if first is not None else [], pairs)

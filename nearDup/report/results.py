@@ -45,7 +45,7 @@ class Results:
         def involved(ids) -> bool:
             return new is None or any(i in new for i in ids)
 
-        pairs = StoredPairs(work, None if new is None else lambda p: involved((p["a"], p["b"])))
+        pairs = StoredPairs(work, new)
         sizes = load_docs(work).catalog["size"]
         estimate = pairs.record.stats.recall
         return cls(pairs, lambda: [g for g in clusters(work) if involved(m["id"] for m in g["members"])],
