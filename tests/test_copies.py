@@ -2,6 +2,7 @@
 every document gives, checked against brute force and against the document-by-document bucket kernel."""
 from __future__ import annotations
 
+import io
 import itertools
 import json
 import random
@@ -244,3 +245,93 @@ def test_the_summary_counts_the_documents_of_the_printed_pairs(tmp_path, extra):
     names = {name for line in lines for name in line.split("\t")[1:3]}
     assert "zz-new.txt" in " ".join(names) and new.stderr.decode().splitlines()[-1] == \
         f"summary: {len(lines)} pairs among {len(names)} documents"
+
+
+# ids a JSONL record may have: each breaks a naive line of some format (csv quoting, JSON escapes, rich markup,
+# tabs and newlines in tsv, an undecodable byte, a bidi control, a terminal escape)
+ODD_IDS = ['comma,"quote"', "new\nline", "tab\there", "caf\udce9", "[bold]markup[/]", "rtl\u202etxt", "üñí",
+           "back\\slash", "cr\rname", "esc\x1b[2J"]
+
+
+@pytest.fixture(scope="module")
+def odd_runs(tmp_path_factory) -> tuple[dict[str, str], dict[str, Path]]:
+    """(text of each id, work dir of each run) of one JSONL corpus: copies of a text under the ODD_IDS, 3 edits of
+    it, a text with a copy and a 90% prefix, unrelated texts; run with classes of copies, with --max-bucket 5
+    (the copies' buckets give star pairs, the other text's a class pair) and with --metric containment; and of
+    its unrelated texts alone (no pair)."""
+    root = tmp_path_factory.mktemp("odd")
+    rng = random.Random(8)
+    base = [rng.choice(WORDS) for _ in range(120)]
+    texts = {name: " ".join(base) for name in ODD_IDS}
+    for e in range(3):
+        edited = list(base)
+        for at in rng.sample(range(120), 1 + e):
+            edited[at] = rng.choice(WORDS)
+        texts[f"edit{e}"] = " ".join(edited)
+    other = [rng.choice(WORDS) for _ in range(100)]
+    texts.update({"other": " ".join(other), "other-copy": " ".join(other), "other-prefix": " ".join(other[:90])})
+    texts.update({f"u{i}": " ".join(rng.choice(WORDS) for _ in range(80)) for i in range(4)})
+    (root / "c.jsonl").write_text("".join(json.dumps({"id": i, "text": t}) + "\n" for i, t in texts.items()))
+    (root / "none.jsonl").write_text("".join(json.dumps({"id": i, "text": t}) + "\n" for i, t in texts.items()
+                                             if i.startswith("u")))
+    runs = {"copies": ["c"], "stars": ["c", "--max-bucket", 5], "containment": ["c", "--metric", "containment"],
+            "none": ["none"]}
+    for name, (corpus_name, *extra) in runs.items():
+        r = neardup("-w", root / name, "run", "--jsonl", root / f"{corpus_name}.jsonl", "-q", *extra)
+        assert r.returncode == 0, r.stderr
+    return texts, {name: root / name for name in runs}
+
+
+@pytest.mark.parametrize("run", ["copies", "stars", "containment", "none"])
+def test_stored_pairs_print_from_columns_as_their_records_do(odd_runs, run, monkeypatch):
+    """Stored pairs are printed from copies.Listing's columns, without a record per pair: every format, with -0 or
+    not, gives the bytes that printing the records gives (none: the csv header alone), and pairs.jsonl holds the
+    records; so do the pairs involving some ids (--new-only), which count their pairs and documents as the
+    records do. The records are brute force's pairs (classes of copies expanded; star pairs a subset;
+    containment directed from the smaller set)."""
+    from nearDup.pipeline.results import StoredPairs
+    from nearDup.report.printer import Printer, text_stream
+    from nearDup.store.workdir import WorkDir
+
+    texts, dirs = odd_runs
+    work = WorkDir(dirs[run])
+    records = list(StoredPairs(work))
+    assert records == work.load_jsonl(work.current("verify", "pairs.jsonl"), "verify")
+    if run == "containment":
+        shingles = {name: reference_shingles(text) for name, text in texts.items()}
+        truth = {(frozenset((a, b)), len(shingles[a] & shingles[b]) / min(len(shingles[a]), len(shingles[b])))
+                 for a, b in itertools.combinations(sorted(texts), 2)}
+        assert {(frozenset((p["a"], p["b"])), p["containment"]) for p in records} == {t for t in truth if t[1] >= 0.8}
+        assert all(len(shingles[p["a"]]) <= len(shingles[p["b"]]) for p in records)
+    else:
+        truth = sorted(((a, b, j) for (a, b), j in all_pairs(texts, 0.8).items()), key=lambda t: (-t[2], t[:2]))
+        listed = [(p["a"], p["b"], p["jaccard"]) for p in records]
+        assert listed == (truth if run == "copies" else []) if run != "stars" else \
+            set(listed) < set(truth) and len(listed) > 10
+
+    def printed(pairs, fmt: str, null: bool) -> bytes:
+        out = io.BytesIO()
+        stream = text_stream(out)
+        Printer(stream, fmt, null=null).pairs(pairs, "containment" if run == "containment" else "jaccard")
+        stream.flush()
+        return out.getvalue()
+
+    expected = {(fmt, null): printed(records, fmt, null) for fmt in ("tsv", "jsonl", "csv", "human", "fdupes")
+                for null in (False, True)}
+
+    def no_records(self):
+        raise AssertionError("a record per pair")
+
+    involving = {"edit1", "caf\udce9", "other-prefix", "u0"}  # --new-only: the pairs with an end among these
+    kept = [p for p in records if p["a"] in involving or p["b"] in involving]
+    assert 0 < len(kept) < len(records) or not records
+    expected_kept = {(fmt, null): printed(kept, fmt, null) for fmt, null in expected}
+    assert list(StoredPairs(work, involving)) == kept
+    assert len(StoredPairs(work, involving)) == len(kept)
+    assert StoredPairs(work, involving).documents() == len({p[end] for p in kept for end in ("a", "b")})
+    assert StoredPairs(work).documents() == len({p[end] for p in records for end in ("a", "b")})
+
+    monkeypatch.setattr(copies.Listing, "records", no_records)
+    for (fmt, null), text in expected.items():
+        assert printed(StoredPairs(work), fmt, null) == text, (fmt, null)
+        assert printed(StoredPairs(work, involving), fmt, null) == expected_kept[fmt, null], (fmt, null)

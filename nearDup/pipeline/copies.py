@@ -15,7 +15,8 @@ each document in closed form (`class_degree`). 3,000 copies are one entry, not 4
 """
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -300,10 +301,10 @@ def expanded_pairs(entries: ClassPairs, rank: np.ndarray, score: np.ndarray) -> 
 
 def ranked(ids: dict[int, str]) -> tuple[list[str], np.ndarray]:
     """(the ids sorted, rank of each global number among them (-1: not among them)): the order of the listing."""
-    numbers = np.array(sorted(ids), dtype=np.int64)
-    rank = np.full(int(numbers[-1]) + 1 if len(numbers) else 0, -1, np.int64)
-    rank[numbers[sorted(range(len(numbers)), key=lambda i: ids[int(numbers[i])])]] = np.arange(len(numbers))
-    return sorted(ids.values()), rank
+    numbers = sorted(ids, key=ids.__getitem__)  # one sort, no Python function per id
+    rank = np.full(max(ids) + 1 if ids else 0, -1, np.int64)
+    rank[np.array(numbers, np.int64)] = np.arange(len(numbers))
+    return [ids[n] for n in numbers], rank
 
 
 def set_sizes(entries: ClassPairs, sizes: np.ndarray, n: int) -> np.ndarray:
@@ -331,34 +332,100 @@ def directed(lo: np.ndarray, hi: np.ndarray, size: np.ndarray) -> tuple[np.ndarr
     return np.where(swap, hi, lo), np.where(swap, lo, hi)
 
 
-def containment_tails(scores: np.ndarray, sizes: np.ndarray) -> list[str]:
-    """The end of each entry's JSON line in pairs.jsonl for --metric containment (keys sorted, as json.dumps)."""
-    jaccard = sets.jaccard(sizes[:, 0], sizes[:, 2], sizes[:, 3]).tolist()
-    return [f', "containment": {c!r}, "estimate": {estimate!r}, "intersection": {inter}, "jaccard": {j!r}, '
-            f'"union": {union}}}\n' for (c, estimate), (inter, union, _, _), j in zip(scores.tolist(), sizes.tolist(),
-                                                                                   jaccard)]
+class Listing:
+    """Verified pairs in the order of the listing (best first, then by ids) as columns, not records: names (the ids,
+    sorted), each entry's values, and chunks of (a, b, entry), a and b the ranks in names of a pair's ends (with
+    --metric containment, a contained in b: directed). pairs.jsonl and every printed format are lines made from
+    it, the text of each entry's values made once per entry (a class pair stands for many pairs) and each value's
+    once per distinct value: a dict per pair cost ~5 us, most of the report of 100,000 pairs. records() gives the
+    dicts, for what filters pairs."""
 
+    def __init__(self, ids: dict[int, str], entries: ClassPairs, scores: np.ndarray, sizes: np.ndarray,
+                 contained: bool, involving: set[str] | None = None):
+        self.names, self._rank = ranked(ids)
+        # involving: only the pairs with an end among these ids (--new-only), by rank
+        self._keep = None if involving is None else np.array([name in involving for name in self.names], bool)
+        self.entries, self.scores, self.sizes, self.contained = entries, scores, sizes, contained
+        # a record's fields but its ends a and b, sorted as pairs.jsonl has them
+        self.fields = ("containment",) * contained + ("estimate", "intersection", "jaccard", "union")
 
-def stored_records(work: WorkDir) -> Iterator[dict]:
-    """The verified pairs of a work dir as the records of its pairs.jsonl (keys sorted), in its order, made from
-    the stored entries as they are asked for instead of parsing millions of lines of JSON."""
-    entries = verified_entries(work)
-    scores = work.load_array(work.current("verify", "scores.npy"), "verify")
-    sizes = work.load_array(work.current("verify", "sizes.npy"), "verify")
-    values = list(zip(scores.tolist(), sizes.tolist()))
-    names, rank = ranked(load_catalog(work, require(work, ShingleRecord)).ids_of(
-        sets.sorted_unique(entries.members).tolist()))
-    if require(work, VerifyRecord).params.metric == "containment":
-        size = set_sizes_by_rank(entries, sizes, rank)
-        jaccard = sets.jaccard(sizes[:, 0], sizes[:, 2], sizes[:, 3]).tolist()
-        for lo, hi, at in expanded_pairs(entries, rank, scores[:, 0]):
-            for a, b, e in zip(*(x.tolist() for x in directed(lo, hi, size)), at.tolist()):
-                (c, estimate), (inter, union, _, _) = values[e]
-                yield {"a": names[a], "b": names[b], "containment": c, "estimate": estimate, "intersection": inter,
-                       "jaccard": jaccard[e], "union": union}
-        return
-    for lo, hi, at in expanded_pairs(entries, rank, scores[:, 0]):
-        for a, b, e in zip(lo.tolist(), hi.tolist(), at.tolist()):
-            (similarity, estimate), (inter, union) = values[e]
-            yield {"a": names[a], "b": names[b], "estimate": estimate, "intersection": inter, "jaccard": similarity,
-                   "union": union}
+    @classmethod
+    def stored(cls, work: WorkDir, entries: ClassPairs | None = None, involving: set[str] | None = None) -> Listing:
+        """The verified pairs of a work dir (what its pairs.jsonl holds), from verify's stored arrays (entries:
+        verified_entries, if read already)."""
+        entries = verified_entries(work) if entries is None else entries
+        ids = load_catalog(work, require(work, ShingleRecord)).ids_of(sets.sorted_unique(entries.members).tolist())
+        return cls(ids, entries, work.load_array(work.current("verify", "scores.npy"), "verify"),
+                   work.load_array(work.current("verify", "sizes.npy"), "verify"),
+                   require(work, VerifyRecord).params.metric == "containment", involving)
+
+    def column(self, field: str) -> np.ndarray:
+        """Each entry's value of a pair's field: its score (jaccard, or containment), estimate, intersection,
+        union, and with --metric containment its jaccard too (from |A ∩ B|, |A|, |B|)."""
+        if field == ("containment" if self.contained else "jaccard"):
+            return self.scores[:, 0]
+        if field == "jaccard":
+            return sets.jaccard(self.sizes[:, 0], self.sizes[:, 2], self.sizes[:, 3])
+        return {"estimate": self.scores[:, 1], "intersection": self.sizes[:, 0], "union": self.sizes[:, 1]}[field]
+
+    def texts(self, field: str, fmt: Callable[[Any], str]) -> np.ndarray:
+        """fmt of each entry's value of field (as a Python float or int), an object array: fmt is called once per
+        distinct value (scores are ratios of small integers: 100,000 entries have a few thousand; floats are told
+        apart by their bits)."""
+        values = np.ascontiguousarray(self.column(field))
+        distinct, at = np.unique(values.view(np.int64) if values.dtype.kind == "f" else values, return_inverse=True)
+        return np.array([fmt(v) for v in distinct.view(values.dtype).tolist()], object)[at]
+
+    def json_fields(self, fields: tuple[str, ...]) -> list[np.ndarray]:
+        """Each entry's fields as JSON members, ', "field": value' (texts, one array a field), values as json.dumps
+        gives them (by repr: finite floats and ints)."""
+        return [self.texts(f, f', "{f}": {{!r}}'.format) for f in fields]
+
+    def chunks(self) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """(a, b, entry) of the pairs, a bounded number at a time (expanded_pairs), in the listing's order."""
+        size = set_sizes_by_rank(self.entries, self.sizes, self._rank) if self.contained else None
+        for lo, hi, at in expanded_pairs(self.entries, self._rank, self.scores[:, 0]):
+            if self._keep is not None:
+                kept = self._keep[lo] | self._keep[hi]
+                lo, hi, at = lo[kept], hi[kept], at[kept]
+            if size is not None:
+                lo, hi = directed(lo, hi, size)
+            yield lo, hi, at
+
+    def lines(self, head: Sequence[str | np.ndarray], names: list[str], middle: str,
+              tail: Sequence[str | np.ndarray]) -> Iterator[np.ndarray]:
+        """Each pair's line as its pieces, *head, names[a], middle, names[b], *tail: an object array (pairs, pieces)
+        a chunk at a time; a piece of head or tail is one text, or one per entry (texts). Gathered by numpy, no
+        string made per pair or per entry in Python (3x cheaper than an f-string per pair)."""
+        name = np.array(names, object)
+        for a, b, e in self.chunks():
+            columns = [*(p if isinstance(p, str) else p[e] for p in head), name[a], middle, name[b],
+                       *(p if isinstance(p, str) else p[e] for p in tail)]
+            pieces = np.empty((len(a), len(columns)), object)
+            for j, column in enumerate(columns):
+                pieces[:, j] = column
+            yield pieces
+
+    def text(self, head: Sequence[str | np.ndarray], names: list[str], middle: str,
+             tail: Sequence[str | np.ndarray]) -> Iterator[str]:
+        """The lines of lines(), a chunk's text at a time."""
+        for pieces in self.lines(head, names, middle, tail):
+            yield "".join(pieces.ravel().tolist())
+
+    def records(self) -> Iterator[dict]:
+        """The pairs as the records of pairs.jsonl (keys sorted)."""
+        names = self.names
+        values = list(zip(*(self.column(f).tolist() for f in self.fields)))
+        if self.contained:
+            for a, b, e in self.chunks():
+                for x, y, i in zip(a.tolist(), b.tolist(), e.tolist()):
+                    c, estimate, inter, jaccard, union = values[i]
+                    yield {"a": names[x], "b": names[y], "containment": c, "estimate": estimate,
+                           "intersection": inter, "jaccard": jaccard, "union": union}
+            return
+        for a, b, e in self.chunks():
+            for x, y, i in zip(a.tolist(), b.tolist(), e.tolist()):
+                estimate, inter, jaccard, union = values[i]
+                yield {"a": names[x], "b": names[y], "estimate": estimate, "intersection": inter, "jaccard": jaccard,
+                       "union": union}
+

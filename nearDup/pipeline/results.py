@@ -3,7 +3,7 @@ recall warning when the bands were chosen for a higher threshold than verify's, 
 """
 from __future__ import annotations
 
-from collections.abc import Callable
+import functools
 
 import numpy as np
 
@@ -12,27 +12,39 @@ from ..kernels import lsh, recall, sets
 from ..store.manifest import STAGES, BandRecord, RecallStats, ShingleRecord, VerifyRecord, VerifyStats
 from ..store.workdir import WorkDir
 from ..wording import plural
-from .copies import stored_records, verified_entries
+from .copies import ClassPairs, Listing, verified_entries
 from .driver import require
 
 
 class StoredPairs:
-    """The verified pairs of a work dir (keep: those a filter keeps), read from their JSONL as they are printed:
-    thousands of copies of one text have millions of pairs, too many to hold as records."""
+    """The verified pairs of a work dir (involving: only those with an end among these ids, for --new-only), made
+    from the stored arrays as they are printed: thousands of copies of one text have millions of pairs, too many to
+    hold as records."""
 
-    def __init__(self, work: WorkDir, keep: Callable[[dict], bool] | None = None):
+    def __init__(self, work: WorkDir, involving: set[str] | None = None):
         self.record = record = require(work, VerifyRecord)
-        self.work, self.path, self.keep = work, work.current("verify", "pairs.jsonl"), keep
-        self._count = None if keep else record.stats.pairs
+        self.work, self.path, self.involving = work, work.current("verify", "pairs.jsonl"), involving
+        self._count = None if involving is not None else record.stats.pairs
+
+    # read once for the count, the print and the summary (at 10M documents, the classes' 80 MB each time)
+    @functools.cached_property
+    def _entries(self) -> ClassPairs:
+        return verified_entries(self.work)
+
+    @functools.cached_property
+    def _columns(self) -> Listing:
+        return Listing.stored(self.work, self._entries, self.involving)
 
     def __iter__(self):
-        for pair in stored_records(self.work):  # what pairs.jsonl holds, without parsing it
-            if self.keep is None or self.keep(pair):
-                yield pair
+        return self._columns.records()  # what pairs.jsonl holds, without parsing it
+
+    def listing(self) -> Listing:
+        """The pairs as columns (copies.Listing), to print without a record per pair."""
+        return self._columns
 
     def __len__(self) -> int:
         if self._count is None:
-            self._count = sum(1 for _ in self)
+            self._count = sum(len(a) for a, _, _ in self._columns.chunks())
         return self._count
 
     def __bool__(self) -> bool:
@@ -41,13 +53,14 @@ class StoredPairs:
     def documents(self) -> int:
         """How many documents the pairs involve. Unfiltered: the members of the verified entries that stand for a
         pair, counted from the stored arrays (every member of such an entry's lists is in one of its pairs);
-        making the 330,000 records of 110,000 pairs twice to count them cost ~0.6 CPU s."""
-        if self.keep is not None:
-            seen: set[str] = set()
-            for pair in self:
-                seen.update((pair["a"], pair["b"]))
-            return len(seen)
-        entries = verified_entries(self.work)
+        making the 330,000 records of 110,000 pairs twice to count them cost ~0.6 CPU s. Filtered: the ends of
+        the pairs kept, from the listing's chunks."""
+        if self.involving is not None:
+            seen = np.zeros(len(self._columns.names), bool)
+            for a, b, _ in self._columns.chunks():
+                seen[a] = seen[b] = True
+            return int(seen.sum())
+        entries = self._entries
         lists, _, _ = entries.occurrences(entries.count() > 0)
         return len(sets.sorted_unique(entries.members[entries.spread(sets.sorted_unique(lists))]))
 

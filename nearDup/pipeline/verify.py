@@ -4,7 +4,7 @@ written contained -> container."""
 from __future__ import annotations
 
 import dataclasses
-import json
+from json.encoder import encode_basestring  # what json.dumps(a str, ensure_ascii=False) is
 from pathlib import Path
 
 import numpy as np
@@ -16,23 +16,12 @@ from ..kernels import lsh, sets
 from ..store.manifest import CandidatesRecord, ShingleRecord, SignatureRecord, VerifyBasis, VerifyRecord, VerifyStats
 from ..store.workdir import WorkDir, atomic_file
 from ..wording import plural
-from .copies import (
-    ClassPairs,
-    among,
-    containment_tails,
-    directed,
-    expanded_pairs,
-    load_copies,
-    ranked,
-    set_sizes_by_rank,
-    uncovered,
-)
+from .copies import ClassPairs, Listing, among, load_copies, uncovered
 from .driver import PartitionArrays, Runner, _absolute, _begin, _files, _up_to_date, part_starts, require
 from .results import EXACT_RECALL, estimated_recall, recall_line, recall_warning
 from .shingle import load_catalog
 from .similarity import agreement, containment, set_overlap
 
-_JSON = json.JSONEncoder(ensure_ascii=False, sort_keys=True)  # as WorkDir.save_jsonl writes records
 VERIFY_CHUNK = 20_000  # candidate pairs per verification task, at most
 VERIFY_TASKS = 8  # and at least this many tasks when there are VERIFY_TASKS * MIN_VERIFY_CHUNK pairs or more
 MIN_VERIFY_CHUNK = 1_000
@@ -149,8 +138,8 @@ def run(runner: Runner, params: VerifyParams) -> VerifyRecord:
     work.save_array(work.output("verify", "scores.npy", key), scores)
     work.save_array(work.output("verify", "sizes.npy", key), sizes)
     with atomic_file(work.output("verify", "pairs.jsonl", key), "w") as f:
-        for lines in _pair_lines(ids, entries, scores, sizes, contained):
-            f.writelines(lines)
+        for text in _pair_lines(Listing(ids, entries, scores, sizes, contained)):
+            f.write(text)
     todo_path.unlink()
     record = VerifyRecord(key=key, params=params, upstream=upstream.key, basis=basis,
                           files=_files(work, "verify", key, "checked.npy", "pairs.npy", "scores.npy", "sizes.npy",
@@ -183,26 +172,13 @@ def _named(params: VerifyParams) -> str:
     return "Jaccard" if params.metric == "jaccard" else "containment"
 
 
-def _pair_lines(ids: dict[int, str], entries: ClassPairs, scores: np.ndarray, sizes: np.ndarray,
-                contained: bool = False):
+def _pair_lines(listing: Listing):
     """The verified pairs as the JSON lines of pairs.jsonl, with ids, scores and set sizes (|A ∩ B|, |A ∪ B|),
-    best first, then by id: an order that does not depend on how the documents were numbered. Lists of lines, a
-    bounded number at a time: the pairs of classes of copies are made (pipeline.copies.expanded_pairs) on each
+    best first, then by id: an order that does not depend on how the documents were numbered. The text of a
+    bounded number of lines at a time: the pairs of classes of copies are made (pipeline.copies.expanded_pairs) on each
     id's rank among the ids, for thousands of copies of one text stand for millions of pairs. Each id and each
-    entry's scores are encoded once, as json.dumps(record, ensure_ascii=False, sort_keys=True) would (floats by
-    repr): json.dumps of every record is slow for millions of pairs. contained: --metric containment, each pair
-    a -> b, a contained in b (copies.directed), with its containment and Jaccard."""
-    names, rank = ranked(ids)
-    quoted = [_JSON.encode(name) for name in names]
-    if contained:
-        tails = containment_tails(scores, sizes)
-        size = set_sizes_by_rank(entries, sizes, rank)
-    else:
-        tails = [f', "estimate": {estimate!r}, "intersection": {inter}, "jaccard": {similarity!r}, '
-                 f'"union": {union}}}\n' for (similarity, estimate), (inter, union) in zip(scores.tolist(),
-                                                                                       sizes.tolist())]
-    for lo, hi, at in expanded_pairs(entries, rank, scores[:, 0]):
-        if contained:
-            lo, hi = directed(lo, hi, size)
-        yield [f'{{"a": {quoted[a]}, "b": {quoted[b]}{tails[e]}' for a, b, e in zip(lo.tolist(), hi.tolist(),
-                                                                                      at.tolist())]
+    entry's fields are encoded once (Listing), as json.dumps(record, ensure_ascii=False, sort_keys=True) would:
+    json.dumps of every record is slow for millions of pairs. --metric containment: each pair a -> b, a contained
+    in b (copies.directed), with its containment and Jaccard."""
+    return listing.text(['{"a": '], list(map(encode_basestring, listing.names)), ', "b": ',
+                        [*listing.json_fields(listing.fields), "}\n"])

@@ -13,7 +13,11 @@ import itertools
 import json
 import re
 from collections.abc import Iterable
+from json.encoder import encode_basestring_ascii  # what json.dumps(a str) is
 from typing import TYPE_CHECKING
+
+from ..pipeline.copies import Listing
+from ..pipeline.results import StoredPairs
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -22,6 +26,10 @@ if TYPE_CHECKING:
 SELECTIONS = ("pairs", "groups", "dupes", "keepers", "uniques", "script")
 FORMATS = ("tsv", "jsonl", "csv", "human", "fdupes")
 SCHEMA = 1
+# text written at once, at most: <= 4 KB encoded, the smallest buffer of a binary stdout (st_blksize of a pipe).
+# A larger write goes to the file unbuffered, and when the reader stops reading mid-write, BufferedWriter returns
+# the part written instead of raising BrokenPipeError, and TextIOWrapper drops the rest: no error, exit status 0
+WRITE_CHARS = 1024
 PAIR_FIELDS = ("jaccard", "a", "b", "estimate", "intersection", "union")
 # --metric containment: a pair is directed, a (contained) -> b (container), and its score is the containment
 CONTAINMENT_FIELDS = ("containment", "contained", "container", "jaccard", "estimate", "intersection", "union")
@@ -82,10 +90,13 @@ class Printer:
         self.stream.write(json.dumps(record, sort_keys=False) + self.end)
 
     # -------------------------------------------------------------------------------- records
-    def pairs(self, pairs: Iterable[dict], metric: str | None = None) -> None:
+    def pairs(self, pairs: Iterable[dict] | StoredPairs, metric: str | None = None) -> None:
         """metric: the run's (None: as the records show it), so that no pairs still get the right csv header.
         Containment pairs are directed: jsonl and csv name the ends contained and container; tsv and human give
-        the containment, then the contained, then the container (human: "A in B")."""
+        the containment, then the contained, then the container (human: "A in B"). Stored pairs (--new-only too) are
+        printed from their columns (_listed): the same bytes without a record per pair."""
+        if isinstance(pairs, StoredPairs):
+            return self._listed(pairs.listing())
         pairs = iter(pairs)
         first = next(pairs, None)
         pairs = itertools.chain([first] if first is not None else [], pairs)
@@ -109,6 +120,33 @@ class Printer:
         else:  # (fdupes prints groups: the command line asks for them)
             for p in pairs:
                 self.stream.write(f"{p[score]:.4f}\t{p['a']}\t{p['b']}{self.end}")
+
+    def _listed(self, listing: Listing) -> None:
+        """pairs() of a Listing: each line head + a + middle + b + tail, the heads and tails made once per entry
+        (Listing.texts: once per distinct value), the ids once each, the lines joined a chunk at a time."""
+        fields = CONTAINMENT_FIELDS if listing.contained else PAIR_FIELDS  # score, the two ends, the rest
+        names, end = listing.names, self.end
+        if self.fmt == "jsonl":  # as _json: json.dumps, ensure_ascii
+            chunks = listing.text(['{"type": "pair"', *listing.json_fields(fields[:1]), f', "{fields[1]}": '],
+                                  list(map(encode_basestring_ascii, names)), f', "{fields[2]}": ',
+                                  [*listing.json_fields(fields[3:]), "}" + end])
+        elif self.fmt == "csv":
+            self.stream.write(",".join(fields) + end)
+            chunks = listing.text([listing.texts(fields[0], "{:.4f},".format)], list(map(_csv_field, names)), ",",
+                                  [*(listing.texts(f, lambda v: f",{v:.4f}" if isinstance(v, float) else f",{v}")
+                                     for f in fields[3:]), end])
+        elif self.fmt == "human":
+            console = self._rich()
+            for pieces in listing.lines([listing.texts(fields[0], "[bold]{:.4f}[/]  ".format)], list(map(_esc, names)),
+                                        f"  [dim]{'in' if listing.contained else '~'}[/]  ", []):
+                for line in pieces.tolist():
+                    console.print("".join(line))
+            return
+        else:
+            chunks = listing.text([listing.texts(fields[0], "{:.4f}\t".format)], names, "\t", [end])
+        for text in chunks:
+            for at in range(0, len(text), WRITE_CHARS):
+                self.stream.write(text[at:at + WRITE_CHARS])
 
     def groups(self, groups: list[dict]) -> None:
         """Containment groups give each member's containment in the keeper instead of its Jaccard."""

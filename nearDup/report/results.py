@@ -46,7 +46,7 @@ class Results:
         def involved(ids) -> bool:
             return new is None or any(i in new for i in ids)
 
-        pairs = StoredPairs(work, None if new is None else lambda p: involved((p["a"], p["b"])))
+        pairs = StoredPairs(work, new)
         sizes = functools.cache(lambda: load_docs(work).catalog["size"])  # read when a group summary asks (10M rows
                                                                            # joined: 80 MB, ~0.1 s)
         estimate = pairs.record.stats.recall
