@@ -252,6 +252,9 @@ def test_part_done_holds_only_for_the_same_key_and_intact_files(tmp_path):
     assert work.part_done("band", 3, "k1", suffixes) is None  # missing
     work.part("band", 3, "done.json").write_text('{"key": "k1", "fi')
     assert work.part_done("band", 3, "k1", ()) is None  # a marker cut short
+    messages = [f"{i}: " + "é" * 200 for i in range(300)]  # a marker longer than one read (100 KB)
+    work.mark_part_done("band", 4, "k1", {"docs": 6, "messages": messages}, ())
+    assert work.part_done("band", 4, "k1", ()) == {"key": "k1", "files": {}, "docs": 6, "messages": messages}
 
 
 # ------------------------------------------------------------------------------------------ atomic writes
