@@ -35,6 +35,14 @@ def digest(*parts) -> str:
     return hashlib.blake2b(blob, digest_size=16).hexdigest()
 
 
+def digests(parts: tuple, lasts: list) -> list[str]:
+    """[digest(*parts, last) for last in lasts], the JSON of parts made once (a per-shard stage's keys: 10 us a
+    digest, for each of 2,530 shards of 10M documents in two stages, every run)."""
+    head = json.dumps([*parts, None], sort_keys=True, separators=(",", ":"), default=_plain)[:-len("null]")]
+    return [hashlib.blake2b((head + json.dumps(last, sort_keys=True, separators=(",", ":"), default=_plain) + "]"
+                             ).encode("utf-8", "surrogatepass"), digest_size=16).hexdigest() for last in lasts]
+
+
 def _plain(obj):
     if isinstance(obj, RECORDED_PARAMS):
         return obj.record()

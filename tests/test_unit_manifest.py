@@ -9,7 +9,16 @@ import pytest
 from click.testing import CliRunner
 
 from nearDup.cli import cli
-from nearDup.config import BandParams, ShingleParams, SignatureParams, SourceParams, VerifyParams
+from nearDup.config import (
+    FORMAT,
+    BandParams,
+    ShingleParams,
+    SignatureParams,
+    SourceParams,
+    VerifyParams,
+    digest,
+    digests,
+)
 from nearDup.errors import WorkDirError
 from nearDup.store.manifest import RECORDS, STAGES, Manifest, VerifyRecord, VerifyStats
 from nearDup.store.workdir import MANIFEST, WorkDir
@@ -55,6 +64,19 @@ def test_every_record_round_trips_the_json_of_a_real_run(index):
     assert manifest.verify.basis is not None and manifest.verify.basis.shard_keys == shingle.shard_keys
     assert manifest.verify.stats.pairs == stored["stages"]["verify"]["stats"]["pairs"] > 0
     assert manifest.cluster is not None and manifest.cluster.stats.groups > 0
+
+
+def test_per_shard_keys_are_the_digests_of_each_shard_as_before(index):
+    """digests (the per-shard keys of signature and band, made from one JSON prefix) gives digest of each: the keys an
+    index stored before keep their shards reused, never recomputed."""
+    params = BandParams(bands=3, rows=2, threshold=0.5)
+    lasts = ["38c2686039da", "", "é\udce9\"]", 7, None, [1, {"b": 2, "a": params}]]
+    for parts in [(), ("band", FORMAT, params), ({"z": 1, "a": ["x"]}, 2.5)]:
+        assert digests(parts, lasts) == [digest(*parts, last) for last in lasts]
+    manifest = Manifest.from_json(json.loads((index / MANIFEST).read_text(encoding="utf-8")))
+    for record, upstream in ((manifest.signature, manifest.shingle), (manifest.band, manifest.signature)):
+        assert record is not None and upstream is not None and record.shard_keys
+        assert record.shard_keys == [digest(record.STAGE, FORMAT, record.params, k) for k in upstream.shard_keys]
 
 
 def test_a_key_the_record_does_not_know_is_kept():

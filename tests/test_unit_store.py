@@ -252,6 +252,9 @@ def test_part_done_holds_only_for_the_same_key_and_intact_files(tmp_path):
     assert work.part_done("band", 3, "k1", suffixes) is None  # missing
     work.part("band", 3, "done.json").write_text('{"key": "k1", "fi')
     assert work.part_done("band", 3, "k1", ()) is None  # a marker cut short
+    messages = [f"{i}: " + "é" * 200 for i in range(300)]  # a marker longer than one read (100 KB)
+    work.mark_part_done("band", 4, "k1", {"docs": 6, "messages": messages}, ())
+    assert work.part_done("band", 4, "k1", ()) == {"key": "k1", "files": {}, "docs": 6, "messages": messages}
 
 
 # ------------------------------------------------------------------------------------------ atomic writes
@@ -327,6 +330,40 @@ def test_load_array_turns_a_damaged_or_crafted_npy_into_one_line(tmp_path, conte
     with pytest.raises(WorkDirError) as e:
         work.load_array(work.part("signature", 5, "npy"), "signature", mmap=mmap)
     one_line(e, "part-00005.npy: missing; re-run the signature stage")
+
+
+def test_load_parts_reads_the_shards_files_as_their_concatenation_and_names_a_damaged_one(tmp_path, monkeypatch):
+    """load_parts gives what np.load of each shard's file concatenated gives, whatever their lengths (an empty
+    shard too) and layout (a version 2.0 header: another writer's), and for a file cut short, one byte too long,
+    of another dtype, of another length than the shard's row count, or missing, the line load_array gives."""
+    work = WorkDir(tmp_path / "w")
+    rng = np.random.default_rng(5)
+    rows = [4000, 3, 0, 4000, 17]
+    shards = [0, 2, 5, 6, 9]  # shard numbers, not positions
+    parts = [rng.integers(0, 2**64, n, dtype=np.uint64) for n in rows]
+    for shard, part in zip(shards, parts):
+        work.save_array(work.part("band", shard, "digest.npy"), part)
+    with open(work.part("band", 6, "digest.npy"), "wb") as f:  # another layout: read by load_array
+        np.lib.format.write_array(f, parts[3], version=(2, 0))
+    slow = []  # the files load_array was asked to read: only the one np.save did not write
+    load_array = work.load_array
+    monkeypatch.setattr(work, "load_array", lambda path, stage: slow.append(path.name) or load_array(path, stage))
+    got = work.load_parts("band", shards, "digest.npy", np.dtype(np.uint64), rows)
+    assert got.dtype == np.uint64 and got.flags.writeable and np.array_equal(got, np.concatenate(parts))
+    assert slow == ["part-00006.digest.npy"]
+    assert work.load_parts("band", [], "digest.npy", np.dtype(np.uint64), []).shape == (0,)
+    path = work.part("band", 9, "digest.npy")
+    good = path.read_bytes()
+    for damaged in (good[:-3], good + b"\0", npy_bytes("<u4", "(17,)", parts[4].astype("<u4").tobytes()),
+                    npy_bytes("<u8", "(16,)", parts[4][:16].tobytes())):
+        path.write_bytes(damaged)
+        with pytest.raises(WorkDirError) as e:
+            work.load_parts("band", shards, "digest.npy", np.dtype(np.uint64), rows)
+        one_line(e, f"{path}: corrupt or truncated; re-run the band stage (or use --force)")
+    path.unlink()
+    with pytest.raises(WorkDirError) as e:
+        work.load_parts("band", shards, "digest.npy", np.dtype(np.uint64), rows)
+    one_line(e, f"{path}: missing; re-run the band stage")
 
 
 def test_tables_and_jsonl_round_trip(tmp_path):

@@ -96,9 +96,9 @@ def copy_classes(work: WorkDir, shingle_record: ShingleRecord, order: np.ndarray
 
 
 def _band_digest(work: WorkDir, shingle_record: ShingleRecord) -> np.ndarray:
-    """The band digest (band.band_digest) of each stored document, as the band stage stored it by shard."""
-    out = [work.load_array(work.part("band", n, DIGEST), "band") for n in shingle_record.shard_numbers]
-    return np.concatenate(out) if out else np.empty(0, U64)
+    """The band digest (band.band_digest) of each stored document, as the band stage stored it by shard (read
+    into one array: every shard's, each index run)."""
+    return work.load_parts("band", shingle_record.shard_numbers, DIGEST, np.dtype(U64), shingle_record.shard_docs)
 
 
 def _equal_to_first(shingles: PartitionArrays, starts: np.ndarray, docs: np.ndarray, group: np.ndarray) -> np.ndarray:

@@ -20,6 +20,7 @@ from ..config import (
     FORMAT,
     SourceParams,
     digest,
+    digests,
 )
 from ..engine import Engine
 from ..errors import WorkDirError
@@ -220,6 +221,10 @@ class ShardStage(Generic[P, S]):
         """The key of a shard: the key of the shard it is computed from, and the parameters."""
         return digest(self.name, FORMAT, params, upstream_key)
 
+    def keys(self, params: P, upstream_keys: list[str]) -> list[str]:
+        """key() of each of the upstream shards' keys."""
+        return digests((self.name, FORMAT, params), upstream_keys)
+
 
 @dataclasses.dataclass(frozen=True)
 class ShardStep:
@@ -269,7 +274,7 @@ def run_shard_stage(runner: Runner, stage: ShardStage[P, S], params: P, summary:
     work = runner.work
     upstream = cast(ShardRecord | ShingleRecord, require(work, stage.source, consumer=stage.name))
     shingle = require(work, ShingleRecord)  # documents and bytes per shard, for the progress bar
-    keys = [stage.key(params, k) for k in upstream.shard_keys]
+    keys = stage.keys(params, upstream.shard_keys)
     key = digest(stage.name, keys, upstream.key)  # a new catalog over the same shards: a new record
     shards = upstream.shard_numbers
     record = _up_to_date(work, stage.record, key)

@@ -70,8 +70,10 @@ import dataclasses
 import datetime
 import errno
 import fcntl
+import io
 import itertools
 import json
+import math
 import mmap as mmap_module
 import os
 import re
@@ -138,6 +140,8 @@ def atomic_file(path: Path, mode: str = "wb"):
         raise
 
 
+_MARKER_READ = 1 << 14  # a done marker is read in one call if it is shorter (they hold ~150 bytes)
+
 # The header np.save writes (format 1.0) for the arrays nearDup stores: a plain dtype, C order, a shape.
 _NPY_HEADER = re.compile(rb"\{'descr': '([<>|][a-zA-Z]\d*)', 'fortran_order': False, 'shape': \(([\d, ]*)\), \} *\n")
 
@@ -155,7 +159,8 @@ def _npy_layout(fd: int, path: Path, at: int = 0, size: int | None = None) -> tu
     dtype = np.dtype(match[1].decode())
     shape = tuple(int(n) for n in match[2].split(b",") if n.strip())
     end = os.fstat(fd).st_size if size is None else at + size
-    if dtype.hasobject or end != at + start + int(np.prod(shape, dtype=np.int64)) * dtype.itemsize:
+    # math.prod: exact (np.prod wraps a crafted shape round int64) and 4 us faster, per file of thousands
+    if dtype.hasobject or end != at + start + math.prod(shape) * dtype.itemsize:
         raise ValueError(f"{path}: truncated")
     return dtype, shape, at + start
 
@@ -171,7 +176,7 @@ def _read_npy(path: Path, mmap: bool, at: int = 0, size: int | None = None) -> n
         if layout is None:
             return None
         dtype, shape, start = layout
-        count = int(np.prod(shape, dtype=np.int64))
+        count = math.prod(shape)
         if mmap and count:
             return np.frombuffer(mmap_module.mmap(fd, 0, access=mmap_module.ACCESS_READ), dtype, count,
                                  start).reshape(shape)
@@ -312,6 +317,11 @@ def _is_manifest(path: Path) -> bool:
             and isinstance(manifest.get("stages"), dict) and isinstance(manifest.get("version"), str))
 
 
+def _output_name(name: str, key: str) -> str:
+    """The file name of a whole-stage output `name` of the stage computed with `key`."""
+    return f"{key[:12]}.{name}"
+
+
 class WorkDir:
     def __init__(self, root: str | os.PathLike, create: bool = True, cache: bool = False):
         """Open the work dir at root; create: make it if it is missing (else it must exist; nothing is written).
@@ -336,7 +346,9 @@ class WorkDir:
         # a transaction's stage records (in a Manifest) and settings, not yet in the stored manifest
         self._pending: Manifest | None = None
         self._settings: dict = {}
-        self._folders: set[str] = set()  # stage folders known to exist (a mkdir per path would be a syscall per file)
+        # stage folders known to exist (a mkdir per path would be a syscall per file), and their paths (made once:
+        # pathlib's / costs 1.2 us, and an index run of 10M documents names 25,000 shard files)
+        self._folders: dict[str, Path] = {}
         self._read: tuple[tuple[int, int, int], Manifest] | None = None  # the stored manifest, by file version
 
     def _claim(self, write: bool, cache: bool) -> None:
@@ -459,13 +471,14 @@ class WorkDir:
         """Remove stage files that the stored records (`stages`) do not list: earlier runs' shards and outputs.
         Called after the manifest is written, so only by the holder of the lock and never inside a transaction."""
         for stage in STAGES:
-            folder, record = self.root / stage, stages.get(stage)
+            record = stages.get(stage)
             if record is None:
                 continue
-            keep = {self.output(stage, file, record.key).name for file in getattr(record, "files", {})}
+            # names as strings: a stage folder of an index of 10M documents holds 10,000 files
+            keep = {_output_name(file, record.key) for file in getattr(record, "files", {})}
             shards, limit = set(getattr(record, "shard_numbers", ())), getattr(record, "next_shard", 0)
+            folder = os.path.join(self.root, stage)
             for name in self._own_files(stage):
-                path = folder / name
                 if name in keep or name.startswith("."):  # listed, or another process's temporary file
                     continue
                 if name.startswith("part-"):
@@ -473,7 +486,7 @@ class WorkDir:
                     if not number.isdigit() or int(number) in shards or int(number) >= limit:
                         continue  # a listed shard, or work of a run not yet committed
                 with contextlib.suppress(OSError):
-                    path.unlink()
+                    os.unlink(os.path.join(folder, name))
 
     def clear(self) -> None:
         """--force: forget every stage (the manifest, nearDup's files in the stage folders, and the folders if
@@ -502,10 +515,11 @@ class WorkDir:
 
     # ------------------------------------------------------------------------------------------------ paths
     def path(self, stage: str, name: str) -> Path:
-        folder = self.root / stage
-        if stage not in self._folders:
+        folder = self._folders.get(stage)
+        if folder is None:
+            folder = self.root / stage
             folder.mkdir(exist_ok=True)
-            self._folders.add(stage)
+            self._folders[stage] = folder
         return folder / name
 
     def part(self, stage: str, index: int, suffix: str) -> Path:
@@ -514,7 +528,7 @@ class WorkDir:
 
     def output(self, stage: str, name: str, key: str) -> Path:
         """A whole-stage output file of the stage computed with `key`."""
-        return self.path(stage, f"{key[:12]}.{name}")
+        return self.path(stage, _output_name(name, key))
 
     def current(self, stage: str, name: str) -> Path:
         """The output file `name` of the stage's current record."""
@@ -548,6 +562,43 @@ class WorkDir:
             array = _read_npy(path, mmap)
             return array if array is not None else np.load(path, mmap_mode="r" if mmap else None,
                                                             allow_pickle=False)
+
+    def load_parts(self, stage: str, shards: list[int], suffix: str, dtype: np.dtype, rows: list[int]
+                   ) -> np.ndarray:
+        """The 1-D arrays of the shards' files part-n.suffix (rows[i] of dtype in the i-th), concatenated. Each file
+        is read straight into its slice of one array by one pread of its header, its data and a byte past its end,
+        the header compared with the one np.save writes: an index of 10M documents reads 2,530 shards' files so,
+        4x faster than load_array each and a concatenation. A file of another layout (written by another numpy)
+        is read by load_array, which also names a damaged or missing one."""
+        out = np.empty(sum(rows), dtype)
+        view = memoryview(out).cast("B")  # type: ignore[arg-type]  # (numpy's stubs: see _read_npy)
+        headers: dict[int, bytes] = {}
+        at, past = 0, bytearray(1)
+        folder = os.path.join(self.root, stage)
+        for shard, n in zip(shards, rows):
+            path = os.path.join(folder, f"part-{shard:05d}.{suffix}")
+            if n not in headers:
+                with io.BytesIO() as f:
+                    np.lib.format.write_array_header_1_0(f, {"descr": np.lib.format.dtype_to_descr(out.dtype),
+                                                             "fortran_order": False, "shape": (n,)})
+                    headers[n] = f.getvalue()
+            expected, data = headers[n], view[at * out.itemsize:(at + n) * out.itemsize]
+            head = bytearray(len(expected))
+            try:
+                fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+                try:
+                    got = os.preadv(fd, [head, data, past], 0)
+                finally:
+                    os.close(fd)
+            except OSError:
+                got = -1  # (load_array says what is wrong)
+            if got != len(head) + len(data) or head != expected:
+                array = self.load_array(Path(path), stage)
+                if array.shape != (n,) or array.dtype != out.dtype:
+                    raise WorkDirError(f"{path}: corrupt or truncated; re-run the {stage} stage (or use --force)")
+                out[at:at + n] = array
+            at += n
+        return out
 
     def array_rows(self, path: Path, stage: str) -> NpyRows | np.ndarray:
         """A stored 1-D array to read a few rows of (NpyRows), or, in a format NpyRows does not read, the array."""
@@ -620,9 +671,15 @@ class WorkDir:
         as strings and one stat a file: a run over 10M documents asks this of 2,500 shards in each stage, and
         pathlib's objects and a second stat cost ~40 us a call.)"""
         base = os.path.join(self.root, stage, f"part-{index:05d}.")
-        try:
-            with open(base + "done.json", "rb") as f:
-                done = json.loads(f.read())
+        try:  # (os.read, not open(): a buffered file object costs as much as the stats that follow)
+            fd = os.open(base + "done.json", os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+            try:
+                text = os.read(fd, _MARKER_READ)
+                if len(text) == _MARKER_READ:  # a marker holding many messages
+                    text += b"".join(iter(lambda: os.read(fd, _MARKER_READ), b""))
+            finally:
+                os.close(fd)
+            done = json.loads(text)
         except (OSError, ValueError):
             return None
         if not isinstance(done, dict) or done.get("key") != key:
