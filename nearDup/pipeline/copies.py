@@ -338,7 +338,7 @@ class Listing:
     --metric containment, a contained in b: directed). pairs.jsonl and every printed format are lines made from
     it, the text of each entry's values made once per entry (a class pair stands for many pairs) and each value's
     once per distinct value: a dict per pair cost ~5 us, most of the report of 100,000 pairs. records() gives the
-    dicts, for what filters pairs."""
+    dicts, for the readers that want records (the API, the HTML report, eval)."""
 
     def __init__(self, ids: dict[int, str], entries: ClassPairs, scores: np.ndarray, sizes: np.ndarray,
                  contained: bool, involving: set[str] | None = None):

@@ -16,11 +16,11 @@ from collections.abc import Iterable
 from json.encoder import encode_basestring_ascii  # what json.dumps(a str) is
 from typing import TYPE_CHECKING
 
-from ..pipeline.copies import Listing
-from ..pipeline.results import StoredPairs
-
 if TYPE_CHECKING:
     from rich.console import Console
+
+    from ..pipeline.copies import Listing
+    from ..pipeline.results import StoredPairs
 
 
 SELECTIONS = ("pairs", "groups", "dupes", "keepers", "uniques", "script")
@@ -95,6 +95,8 @@ class Printer:
         Containment pairs are directed: jsonl and csv name the ends contained and container; tsv and human give
         the containment, then the contained, then the container (human: "A in B"). Stored pairs (--new-only too) are
         printed from their columns (_listed): the same bytes without a record per pair."""
+        from ..pipeline.results import StoredPairs  # (here: the option parser imports this module for FORMATS)
+
         if isinstance(pairs, StoredPairs):
             return self._listed(pairs.listing())
         pairs = iter(pairs)
