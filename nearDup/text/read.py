@@ -710,7 +710,14 @@ def finish_given_up_tasks(seconds: float) -> None:
     deadline = time.monotonic() + seconds
     for thread in threading.enumerate():
         if thread.name == TASK_THREAD and thread is not threading.current_thread():
-            thread.join(max(0.0, deadline - time.monotonic()))
+            while True:
+                try:
+                    thread.join(max(0.0, deadline - time.monotonic()))
+                    break
+                except RuntimeError:  # started, not yet running (the signal came in between): join it once it runs
+                    if time.monotonic() >= deadline:
+                        break
+                    time.sleep(0.005)
 
 
 def _limited(key: tuple, fn, path: str, fmt: str, options: ExtractOptions, warn, data: bytes | None) -> list:
