@@ -742,3 +742,25 @@ def test_every_reader_of_an_appended_catalog_gives_what_it_gives_on_one_written_
             # (inspect prints when each stage ran: the two indexes' runs may fall in different seconds)
             outputs.append(re.sub(r"\d{4}-\d\d-\d\dT[\d:]+\+00:00", "TIME", r.stdout.replace(index, "INDEX")))
         assert outputs[0] == outputs[1] and outputs[0].strip(), command
+
+
+def test_a_run_of_jsonl_or_plain_text_never_imports_the_extractors(tmp_path):
+    """The extractors' module (and what it imports: email, xml, importlib.metadata; ~20 ms) is imported at the
+    first file that needs one, or for a note on formats: never by a run of JSONL records or of plain text."""
+    import subprocess
+    import sys
+
+    records = tmp_path / "records.jsonl"
+    records.write_text("".join(json.dumps({"id": f"r{i}", "text": f"words of record {i} " * 8}) + "\n"
+                               for i in range(20)))
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    for i in range(5):
+        (folder / f"d{i}.txt").write_text(f"plain text number {i} " * 10)
+    probe = ("import sys; from nearDup.cli.main import main\n"
+             "try:\n    main()\nexcept SystemExit:\n    pass\n"
+             "print('nearDup.text.extract' in sys.modules, file=sys.stderr)\n")
+    for args in (["--jsonl", str(records)], [str(folder)]):
+        done = subprocess.run([sys.executable, "-c", probe, "run", *args, "-w", str(tmp_path / args[-1][-4:])],
+                              capture_output=True, text=True)
+        assert done.stderr.splitlines()[-1] == "False", done.stderr

@@ -112,11 +112,17 @@ def read_documents(items: Iterable[Item], params: SourceParams, problems: dict,
 
 def _read_items(items: Iterable[Item], params: SourceParams, problems: dict, cwd: str,
                 store: _TextCache | None, tidy: bool) -> Iterator[tuple[Item, Document]]:
-    from .extract import ExtractOptions
-
     base = cwd if not cwd or cwd.endswith("/") else cwd + "/"  # os.path.join(cwd, path) without a call per file
     text_wanted = not params.formats or "text" in params.formats
-    options = ExtractOptions(html_main=params.html == "main", max_bytes=EXTRACT_BYTES, tidy=tidy)
+    made: list[ExtractOptions] = []
+
+    def options() -> ExtractOptions:  # at the first file an extractor reads: JSONL never imports them (~20 ms)
+        if not made:
+            from .extract import ExtractOptions
+
+            made.append(ExtractOptions(html_main=params.html == "main", max_bytes=EXTRACT_BYTES, tidy=tidy))
+        return made[0]
+
     guard = getattr(_local, "guard", None)
     for item in items:
         if guard is not None and guard.abandoned:  # the task was given up (a hung file, Ctrl-C): stop here
@@ -138,7 +144,7 @@ def _read_items(items: Iterable[Item], params: SourceParams, problems: dict, cwd
                 _unreadable(problems, item, e)
                 continue
             if fmt is not None:
-                for doc in _extracted(item, path, fmt, None, params, options, problems, store):
+                for doc in _extracted(item, path, fmt, None, params, options(), problems, store):
                     yield item, doc
             elif text_wanted:
                 yield item, _streamed(item, path)
@@ -152,7 +158,7 @@ def _read_items(items: Iterable[Item], params: SourceParams, problems: dict, cwd
             continue
         fmt = document_format(data, item.path)
         if fmt is not None:
-            for doc in _extracted(item, path, fmt, data, params, options, problems, store):
+            for doc in _extracted(item, path, fmt, data, params, options(), problems, store):
                 yield item, doc
             continue
         if not text_wanted:
@@ -483,11 +489,11 @@ def _extracted(item: Item, path: str, fmt: str, data: bytes | None, params: Sour
 def missing_extras_note(counts: dict) -> str | None:
     """One line about the files skipped for want of the formats extra (counts: problems or stage stats with
     "missing:FMT" keys), or None."""
-    from .extract import LABELS, PIP
-
     missing = {k.split(":", 1)[1]: n for k, n in counts.items() if k.startswith("missing:") and n}
     if not missing:
         return None
+    from .extract import LABELS, PIP  # (only then, as in format_notes)
+
     total = sum(missing.values())
     formats = ", ".join(f"{LABELS.get(fmt, fmt)} ({n})" for fmt, n in sorted(missing.items()))
     return (f"{plural(total, 'file')} skipped: reading {formats} needs the formats extra; "
@@ -784,10 +790,10 @@ def format_counts(counts: dict) -> dict[str, int]:
 
 def format_notes(counts: dict) -> list[str]:
     """What a run says of its documents in other formats, for the shingle stage's summary line."""
-    from .extract import LABELS
-
     notes = []
     if found := format_counts(counts):
+        from .extract import LABELS  # (only then: a run of plain text or JSONL never imports the extractors)
+
         notes.append("extracted: " + ", ".join(f"{n} {LABELS.get(fmt, fmt)}" for fmt, n in found.items()))
     if counts.get("other_format"):
         n = counts["other_format"]
