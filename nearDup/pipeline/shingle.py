@@ -89,11 +89,14 @@ def _read_and_shingle(task: PartitionTask[ShingleParams]) -> ShingledShard:
 
     def documents():
         # tidy=False: shingles are of words, which the blanks between them do not change (normalise collapses them)
+        last, digest = None, ""
         for item, doc in read_documents(task.items, source, problems, task.cwd, cache=str(work.root / "extract"),
                                         tidy=False):
             if task.only is None or doc.id in task.only:
+                if item is not last:  # a JSONL range's records share its item: digested once, not once a record
+                    last, digest = item, item_digest(item)
                 # a file's row keeps its format in the item column (empty for plain text: inspect, plan)
-                yield doc, {"item": item_digest(item) or doc.format, "inode": item.inode}
+                yield doc, {"item": digest or doc.format, "inode": item.inode}
 
     records, values, offsets = shingle_documents(documents(), task.params, problems)
     columns = shard_columns(records)
