@@ -417,14 +417,15 @@ def run(runner: Runner, params: CandidateParams) -> CandidatesRecord:
     new = _new_documents(order, previous) if previous is not None else len(order)
     segment = _next_segment(work, previous, order, bands, new) if previous is not None else 0
     files = _index_files(bands, segment)  # what this run's tasks write
-    changed = _changed_documents(work, key, order, basis.documents, previous)
+    old_ranks = _previous_ranks(work, key, previous) if previous is not None else ""
+    changed = _changed_documents(work, key, order, basis.documents, previous, old_ranks)
     if previous is None and runner.engine.shuffle:
         results = _shuffled_candidates(runner, shingle_record, key, order_path, classes_path, len(order), basis,
                                        params.max_bucket, files)
     else:
         results = _grouped_candidates(runner, shingle_record, key, order_path, classes_path, basis, params,
                                       previous, files, segment, light=bool(segment) and new <= LIGHT_DOCUMENTS,
-                                      changed=changed)
+                                      changed=changed, old_ranks=old_ranks)
     stored = {}
     for kind, (pairs_file, counts_file) in enumerate((("pairs.npy", "counts.npy"), ("stars.npy", "star_counts.npy"))):
         pairs, counts = np.empty((0, 2), np.int64), np.empty(0, np.int64)
@@ -465,12 +466,12 @@ RANK = "rank.npy"  # ranks(order): what the band tasks of the next run look the 
 
 
 def _changed_documents(work: WorkDir, key: str, order: np.ndarray, documents: int,
-                       previous: CandidatesRecord | None) -> tuple[str, ...]:
+                       previous: CandidatesRecord | None, old_ranks: str) -> tuple[str, ...]:
     """Write this run's ranks (RANK); with a last run, also the documents that died since (pairable then, not now:
     deleted or changed) and the new ones (numbered after its documents), ascending, for the band tasks (each
     would otherwise read and invert both runs' orders). Returns (ranks, died, new) paths, or () without a last
-    run. Both come from passes over the two runs' ranks in number order (a gather through the last order by id,
-    then a sort, cost 0.15 CPU s at 10M documents)."""
+    run. Both come from passes over the two runs' ranks (old_ranks: _previous_ranks) in number order (a gather
+    through the last order by id, then a sort, cost 0.15 CPU s at 10M documents)."""
     paths = [work.output("candidates", name, key) for name in (RANK, "died.npy", "new.npy")]  # (the last two not
     rank = ranks(order, documents)                                                            # kept after the run)
     work.save_array(paths[0], rank)
@@ -478,7 +479,7 @@ def _changed_documents(work: WorkDir, key: str, order: np.ndarray, documents: in
         return ()
     assert previous.basis is not None  # (_previous_candidates)
     old = previous.basis.documents
-    old_rank = work.load_array(Path(_previous_ranks(work, key, previous)), "candidates", mmap=True)
+    old_rank = work.load_array(Path(old_ranks), "candidates", mmap=True)
     work.save_array(paths[1], np.flatnonzero((old_rank >= 0) & (rank[:old] < 0)))
     work.save_array(paths[2], old + np.flatnonzero(rank[old:] >= 0))
     return tuple(map(str, paths))
@@ -489,9 +490,7 @@ def _previous_ranks(work: WorkDir, key: str, previous: CandidatesRecord) -> str:
     if RANK in previous.files:
         return str(work.output("candidates", RANK, previous.key))
     assert previous.basis is not None
-    path = work.output("candidates", "previous-rank.npy", key)  # (not kept after the run; written whole, so
-    if path.exists():                                           # made by this run, or one with this key)
-        return str(path)
+    path = work.output("candidates", "previous-rank.npy", key)  # (not kept after the run)
     work.save_array(path, ranks(work.load_array(work.output("candidates", "order.npy", previous.key), "candidates"),
                                 previous.basis.documents))
     return str(path)
@@ -500,7 +499,8 @@ def _previous_ranks(work: WorkDir, key: str, previous: CandidatesRecord) -> str:
 def _grouped_candidates(runner: Runner, shingle_record: ShingleRecord, key: str, order_path: Path,
                         classes_path: Path, basis: CandidatesBasis, params: CandidateParams,
                         previous: CandidatesRecord | None, files: list[tuple[int, str, str]],
-                        segment: int = 0, light: bool = False, changed: tuple[str, ...] = ()) -> list[tuple]:
+                        segment: int = 0, light: bool = False, changed: tuple[str, ...] = (),
+                        old_ranks: str = "") -> list[tuple]:
     """The tasks' results (band_candidates) of a few bands each, updating the last run's index if any: its base
     and segments are linked under this run's key and the new documents' index written as segment `segment`, or
     (0) all of them compacted into a new base. light: the tasks are little work (engine.map)."""
@@ -508,7 +508,7 @@ def _grouped_candidates(runner: Runner, shingle_record: ShingleRecord, key: str,
     old_large = work.load_jsonl(work.output("candidates", "large_buckets.jsonl", previous.key), "candidates") \
         if previous is not None else []
     runs = index_runs(previous, bands) if previous is not None else [[] for _ in files]
-    last = _previous_index(work, key, previous)
+    last = _previous_index(work, previous, old_ranks)
     if previous is not None and segment:  # kept as they are: the same files under this run's key
         for name in (name for task_runs in runs for run in task_runs for name in run):
             work.link(work.output("candidates", name, previous.key), work.output("candidates", name, key))
@@ -565,12 +565,12 @@ def _shuffled_candidates(runner: Runner, shingle_record: ShingleRecord, key: str
     return results
 
 
-def _previous_index(work: WorkDir, key: str, previous: CandidatesRecord | None) -> tuple:
-    """A BandTask's `previous`: the last run's order, documents, classes and ranks, if any."""
+def _previous_index(work: WorkDir, previous: CandidatesRecord | None, old_ranks: str) -> tuple:
+    """A BandTask's `previous`: the last run's order, documents, classes and ranks (old_ranks), if any."""
     if previous is None or previous.basis is None:
         return ()
     return (str(work.output("candidates", "order.npy", previous.key)), previous.basis.documents,
-            str(work.output("candidates", "classes.npy", previous.key)), _previous_ranks(work, key, previous))
+            str(work.output("candidates", "classes.npy", previous.key)), old_ranks)
 
 
 def _limits(params: CandidateParams) -> str:

@@ -414,18 +414,9 @@ class Listing:
 
     def records(self) -> Iterator[dict]:
         """The pairs as the records of pairs.jsonl (keys sorted)."""
-        names = self.names
+        names, keys = self.names, ("a", "b", *self.fields)
         values = list(zip(*(self.column(f).tolist() for f in self.fields)))
-        if self.contained:
-            for a, b, e in self.chunks():
-                for x, y, i in zip(a.tolist(), b.tolist(), e.tolist()):
-                    c, estimate, inter, jaccard, union = values[i]
-                    yield {"a": names[x], "b": names[y], "containment": c, "estimate": estimate,
-                           "intersection": inter, "jaccard": jaccard, "union": union}
-            return
         for a, b, e in self.chunks():
             for x, y, i in zip(a.tolist(), b.tolist(), e.tolist()):
-                estimate, inter, jaccard, union = values[i]
-                yield {"a": names[x], "b": names[y], "estimate": estimate, "intersection": inter, "jaccard": jaccard,
-                       "union": union}
+                yield dict(zip(keys, (names[x], names[y], *values[i])))
 

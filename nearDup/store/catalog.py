@@ -240,14 +240,18 @@ class JoinedColumns(Mapping):
     def __len__(self) -> int:
         return len(set(self.segments[0]) | set(self.fixed))
 
+    def _whole(self, field: str) -> bool:
+        """Whether the column is held whole (replaced, or joined already): read from it, not the segments."""
+        return field in self.fixed or field in self.joined
+
     def parts(self, field: str) -> list[np.ndarray]:
-        if field in self.fixed or field in self.joined:
+        if self._whole(field):
             return [self[field]]
         return [segment[field] for segment in self.segments]
 
     def at(self, field: str, rows) -> np.ndarray:
         """column[rows] without joining the column (a few rows of 10M)."""
-        if field in self.fixed or field in self.joined:
+        if self._whole(field):
             return self[field][rows]
         rows = np.asarray(rows, np.int64)
         starts = self.starts
@@ -260,7 +264,7 @@ class JoinedColumns(Mapping):
 
     def value(self, field: str, n: int):
         """column[n], not joined."""
-        if field in self.fixed or field in self.joined:
+        if self._whole(field):
             return self[field][n]
         s = bisect.bisect_right(self.starts, n) - 1
         return self.segments[s][field][n - self.starts[s]]

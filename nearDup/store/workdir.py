@@ -317,6 +317,11 @@ def _is_manifest(path: Path) -> bool:
             and isinstance(manifest.get("stages"), dict) and isinstance(manifest.get("version"), str))
 
 
+def _part_name(index: int, suffix: str) -> str:
+    """The file name of shard number `index`'s file part-n.suffix."""
+    return f"part-{index:05d}.{suffix}"
+
+
 def _output_name(name: str, key: str) -> str:
     """The file name of a whole-stage output `name` of the stage computed with `key`."""
     return f"{key[:12]}.{name}"
@@ -524,7 +529,7 @@ class WorkDir:
 
     def part(self, stage: str, index: int, suffix: str) -> Path:
         """A file of shard number `index` (shard numbers are never reused; see the shingle record's shards)."""
-        return self.path(stage, f"part-{index:05d}.{suffix}")
+        return self.path(stage, _part_name(index, suffix))
 
     def output(self, stage: str, name: str, key: str) -> Path:
         """A whole-stage output file of the stage computed with `key`."""
@@ -576,7 +581,7 @@ class WorkDir:
         at, past = 0, bytearray(1)
         folder = os.path.join(self.root, stage)
         for shard, n in zip(shards, rows):
-            path = os.path.join(folder, f"part-{shard:05d}.{suffix}")
+            path = os.path.join(folder, _part_name(shard, suffix))
             if n not in headers:
                 with io.BytesIO() as f:
                     np.lib.format.write_array_header_1_0(f, {"descr": np.lib.format.dtype_to_descr(out.dtype),
@@ -670,7 +675,7 @@ class WorkDir:
         """The done marker of a partition if it was finished with this key and its files are all present. (Paths
         as strings and one stat a file: a run over 10M documents asks this of 2,500 shards in each stage, and
         pathlib's objects and a second stat cost ~40 us a call.)"""
-        base = os.path.join(self.root, stage, f"part-{index:05d}.")
+        base = os.path.join(self.root, stage, _part_name(index, ""))
         try:  # (os.read, not open(): a buffered file object costs as much as the stats that follow)
             fd = os.open(base + "done.json", os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
             try:

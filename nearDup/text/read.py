@@ -6,6 +6,7 @@ from __future__ import annotations
 import codecs
 import contextlib
 import dataclasses
+import functools
 import hashlib
 import json
 import os
@@ -114,14 +115,11 @@ def _read_items(items: Iterable[Item], params: SourceParams, problems: dict, cwd
                 store: _TextCache | None, tidy: bool) -> Iterator[tuple[Item, Document]]:
     base = cwd if not cwd or cwd.endswith("/") else cwd + "/"  # os.path.join(cwd, path) without a call per file
     text_wanted = not params.formats or "text" in params.formats
-    made: list[ExtractOptions] = []
-
+    @functools.cache
     def options() -> ExtractOptions:  # at the first file an extractor reads: JSONL never imports them (~20 ms)
-        if not made:
-            from .extract import ExtractOptions
+        from .extract import ExtractOptions
 
-            made.append(ExtractOptions(html_main=params.html == "main", max_bytes=EXTRACT_BYTES, tidy=tidy))
-        return made[0]
+        return ExtractOptions(html_main=params.html == "main", max_bytes=EXTRACT_BYTES, tidy=tidy)
 
     guard = getattr(_local, "guard", None)
     for item in items:
