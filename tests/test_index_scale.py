@@ -302,7 +302,7 @@ def test_copy_classes_updated_from_the_last_run_equal_those_computed_afresh(tmp_
     class, remove another member, and add copies to a class."""
     import numpy as np
 
-    from nearDup.pipeline.copies import copy_classes
+    from nearDup.pipeline.copies import Pairing, copy_classes
     from nearDup.store.manifest import CandidatesRecord, ShingleRecord
     from nearDup.store.workdir import WorkDir
 
@@ -325,12 +325,13 @@ def test_copy_classes_updated_from_the_last_run_equal_those_computed_afresh(tmp_
         step()
         assert _invoke(*args).exit_code == 0
         record = work.manifest().candidates
-        stored = work.load_array(work.output("candidates", "classes.npy", record.key), "candidates")
-        order = work.load_array(work.output("candidates", "order.npy", record.key), "candidates")
         shingle = work.manifest().shingle
         assert isinstance(record, CandidatesRecord) and isinstance(shingle, ShingleRecord)
-        afresh = copy_classes(work, shingle, order, int(sum(shingle.shard_docs)))
-        assert (stored == afresh).all()
+        pairing = Pairing.load(work, record)
+        assert pairing.documents == sum(shingle.shard_docs)
+        afresh = copy_classes(work, shingle, pairing.pairable_mask())
+        assert pairing.copies.rows.tolist() == afresh.rows.tolist()
+        stored = pairing.dense_labels()
         sizes = np.bincount(stored[stored >= 0])
         labels.append(sorted(sizes[sizes > 1].tolist()))
     # the classes of two or more did change at every step: one more, then the class of four shrinks and grows
@@ -612,28 +613,59 @@ def test_each_band_shard_keeps_the_digest_of_its_keys_and_a_missing_one_is_made_
                                    "-j", 1).stdout
 
 
-def test_an_index_from_before_ranks_were_stored_is_updated_to_the_same_result(tmp_path):
-    """A last candidates run that stored no rank.npy (an index made before it was kept): the run makes the last
-    run's ranks from its order for its band tasks, prints what a run from scratch prints, stores its own ranks and
-    leaves no temporary file."""
+def _stored_as_before(work_dir: Path, *kept: str) -> None:
+    """Rewrite a work dir's candidates record as nearDup stored it before pairable.npy: order.npy (the pairable
+    documents by id) and classes.npy (a label per document), with those of kept of rank.npy (each document's
+    place in order) and copies.npy."""
+    from nearDup.pipeline.copies import Pairing
+    from nearDup.store.workdir import WorkDir
+
+    work = WorkDir(work_dir)
+    record = work.manifest().candidates
+    pairing = Pairing.load(work, record)
+    rank = pairing.dense_ranks()
+    members = pairing.members()
+    order = members[np.argsort(rank[members])]
+    dense_rank = np.full(pairing.documents, -1, np.int64)
+    dense_rank[order] = np.arange(len(order))
+    arrays = {"order.npy": order, "classes.npy": pairing.dense_labels(), "rank.npy": dense_rank,
+              "copies.npy": pairing.copies.rows}
+    manifest = json.loads((work_dir / "manifest.json").read_text())
+    files = manifest["stages"]["candidates"]["files"]
+    for name in ("pairable.npy", "rank.npy", "copies.npy"):
+        files.pop(name, None)
+        work.output("candidates", name, record.key).unlink(missing_ok=True)
+    for name in ("order.npy", "classes.npy", *kept):
+        path = work.output("candidates", name, record.key)
+        np.save(path, arrays[name])
+        files[name] = path.stat().st_size
+    (work_dir / "manifest.json").write_text(json.dumps(manifest))
+
+
+@pytest.mark.parametrize("kept", [("rank.npy", "copies.npy"), ("copies.npy",), ()])
+def test_an_index_stored_as_before_is_updated_to_the_same_result(tmp_path, kept):
+    """A last candidates run stored as before pairable.npy (order.npy and classes.npy; rank.npy and copies.npy as
+    later versions added them): the run reads its ranks and classes from those, prints what a run from scratch
+    prints, stores its own as now and leaves no temporary file."""
     folder = tmp_path / "docs"
     generate_corpus(folder, n_base=40, seed=12)
+    names = sorted(os.listdir(folder))
+    shutil.copy(folder / names[3], folder / f"c_{names[3]}")  # a class of copies
     index = tmp_path / "index"
     args = ("run", folder, "--partition-docs", 10, "-t", 0.5, "-j", 1)
     assert _invoke(*args, "--index", index).exit_code == 0
-    manifest = json.loads((index / "manifest.json").read_text())
-    files = manifest["stages"]["candidates"]["files"]
-    (index / "candidates" / f"{manifest['stages']['candidates']['key'][:12]}.rank.npy").unlink()
-    del files["rank.npy"]
-    (index / "manifest.json").write_text(json.dumps(manifest))
-    for name in sorted(os.listdir(folder))[:6:2]:
+    _stored_as_before(index, *kept)
+    for name in names[:6:2]:
         (folder / f"new_{name}").write_text((folder / name).read_text() + " with a few more words at the end")
-    os.unlink(folder / sorted(os.listdir(folder))[-1])
+    shutil.copy(folder / names[3], folder / f"d_{names[3]}")  # one more copy in the class
+    os.unlink(folder / names[-1])
     again = _invoke(*args, "--index", index)
     assert again.exit_code == 0, again.stderr
     assert again.stdout == _invoke(*args, "-w", tmp_path / "scratch").stdout and "new_" in again.stdout
+    assert "d_" in again.stdout
     left = sorted(p.name.split(".", 1)[1] for p in (index / "candidates").iterdir())
-    assert "rank.npy" in left and not [n for n in left if n in ("previous-rank.npy", "died.npy", "new.npy")]
+    assert "pairable.npy" in left and "classes.npy" not in left
+    assert not [n for n in left if n in ("died.npy", "new.npy")]
 
 
 def test_a_work_dir_from_before_copies_were_stored_reports_the_same_pairs_and_groups(tmp_path):
@@ -649,10 +681,7 @@ def test_a_work_dir_from_before_copies_were_stored_reports_the_same_pairs_and_gr
     printed = {what: _invoke("run", folder, "-w", work, "-t", 0.5, "--print", what).stdout
                for what in ("pairs", "groups")}
     assert "c2_" in printed["pairs"]
-    manifest = json.loads((work / "manifest.json").read_text())
-    (work / "candidates" / f"{manifest['stages']['candidates']['key'][:12]}.copies.npy").unlink()
-    del manifest["stages"]["candidates"]["files"]["copies.npy"]
-    (work / "manifest.json").write_text(json.dumps(manifest))
+    _stored_as_before(work)
     for what, out in printed.items():
         again = _invoke("run", folder, "-w", work, "-t", 0.5, "--print", what)
         assert again.exit_code == 0 and again.stdout == out, again.stderr
@@ -660,9 +689,9 @@ def test_a_work_dir_from_before_copies_were_stored_reports_the_same_pairs_and_gr
 
 
 def test_copy_classes_regroup_a_document_that_can_pair_only_now_with_its_class(tmp_path):
-    """copy_classes(previous): a document that could not pair in the last run (label -1 then) but can now joins
-    the class of its copies, whose labels were not touched otherwise; the result equals the classes afresh."""
-    from nearDup.pipeline.copies import copy_classes
+    """copy_classes(previous): a document that could not pair in the last run but can now joins the class of its
+    copies, whose classes were not touched otherwise; the result equals the classes afresh."""
+    from nearDup.pipeline.copies import Copies, Pairing, copy_classes
     from nearDup.store.workdir import WorkDir
 
     folder = tmp_path / "docs"
@@ -674,17 +703,19 @@ def test_copy_classes_regroup_a_document_that_can_pair_only_now_with_its_class(t
     assert _invoke("run", folder, "--index", index, "--partition-docs", 8, "-t", 0.5, "-j", 1).exit_code == 0
     work = WorkDir(index)
     record, shingle = work.manifest().candidates, work.manifest().shingle
-    order = work.load_array(work.output("candidates", "order.npy", record.key), "candidates")
-    afresh = copy_classes(work, shingle, order, int(sum(shingle.shard_docs)))
-    sizes = np.bincount(afresh[afresh >= 0])
+    mask = Pairing.load(work, record).pairable_mask()
+    afresh = copy_classes(work, shingle, mask)
+    label = Pairing(mask, afresh).dense_labels()
+    sizes = np.bincount(label[label >= 0])
     big = int(np.flatnonzero(sizes >= 4)[0])  # the class of four copies, by its label
-    for who in (big, int(np.flatnonzero(afresh == big)[-1])):  # its label, then its last member
-        previous = afresh.copy()
+    for who in (big, int(np.flatnonzero(label == big)[-1])):  # its label, then its last member
+        previous = label.copy()
         previous[who] = -1  # could not pair then
         if who == big:  # its class was labelled by the next one then
-            rest = np.flatnonzero(afresh == big)[1:]
+            rest = np.flatnonzero(label == big)[1:]
             previous[rest] = rest[0]
-        assert (copy_classes(work, shingle, order, len(afresh), previous) == afresh).all()
+        before = Pairing(previous >= 0, Copies.of(previous))
+        assert copy_classes(work, shingle, mask, before).rows.tolist() == afresh.rows.tolist()
 
 
 @pytest.mark.parametrize("files", [3, 64, 300])

@@ -7,12 +7,20 @@ s* = ((r - 1) / (b*r - 1))^(1/r).
 from __future__ import annotations
 
 import functools
+from typing import Any, Protocol
 
 import numpy as np
 from numpy.typing import ArrayLike
 
 from .hashing import U64, combine
 from .sets import ranges, sorted_unique
+
+
+class ByNumber(Protocol):
+    """Values by global number, looked up as an array of every document is (values[numbers]): such an array, or a
+    lookup that makes only the values asked for (pipeline.copies.Pairing's ranks and labels)."""
+
+    def __getitem__(self, numbers: Any, /) -> Any: ...
 
 BAND_SEED = 0x62616E64
 _GRID = np.linspace(0.0, 1.0, 4001)  # integration grid for the error areas
@@ -130,7 +138,7 @@ def runs_members(runs: list[tuple[np.ndarray, np.ndarray]], keys: np.ndarray) ->
     return found_keys[order], numbers[order]
 
 
-def merge_runs(runs: list[tuple[np.ndarray, np.ndarray]], rank: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def merge_runs(runs: list[tuple[np.ndarray, np.ndarray]], rank: ByNumber) -> tuple[np.ndarray, np.ndarray]:
     """The band_index of the runs' documents that are still indexed (rank[number] >= 0): runs compacted into one
     (see runs_members for why a stable sort of the concatenation is the band_index)."""
     keys = np.concatenate([np.asarray(k) for k, _ in runs])
@@ -139,7 +147,7 @@ def merge_runs(runs: list[tuple[np.ndarray, np.ndarray]], rank: np.ndarray) -> t
     return band_index(keys[keep], numbers[keep])
 
 
-def bucket_pairs(sorted_keys: np.ndarray, numbers: np.ndarray, max_bucket: int, rank: np.ndarray | None = None):
+def bucket_pairs(sorted_keys: np.ndarray, numbers: np.ndarray, max_bucket: int, rank: ByNumber | None = None):
     """Pairs of documents sharing a key in one band, from (part of) its band_index.
 
     A bucket of up to max_bucket documents gives all its pairs. A larger one gives only the star (anchor, member)
@@ -168,8 +176,8 @@ def bucket_pairs(sorted_keys: np.ndarray, numbers: np.ndarray, max_bucket: int, 
     return np.sort(pairs, axis=1), np.array(large, dtype=np.int64).reshape(-1, 3)
 
 
-def class_bucket_pairs(sorted_keys: np.ndarray, numbers: np.ndarray, max_bucket: int, rank: np.ndarray,
-                       label: np.ndarray):
+def class_bucket_pairs(sorted_keys: np.ndarray, numbers: np.ndarray, max_bucket: int, rank: ByNumber,
+                       label: ByNumber):
     """bucket_pairs with copies collapsed: documents of equal label (label[number], the smallest number of the
     documents with the same set) fall whole into one bucket, so a bucket of up to max_bucket documents gives the
     pairs of its distinct labels, plus (l, l) for a label with two or more documents there, standing for the pairs
@@ -192,9 +200,9 @@ def class_bucket_pairs(sorted_keys: np.ndarray, numbers: np.ndarray, max_bucket:
     return np.concatenate([within, across]), stars, large
 
 
-def update_band(runs: list[tuple[np.ndarray, np.ndarray]], old_rank: np.ndarray, large_keys: np.ndarray,
-                died_keys: np.ndarray, new_keys: np.ndarray, new_numbers: np.ndarray, rank: np.ndarray,
-                max_bucket: int, old_label: np.ndarray | None = None, label: np.ndarray | None = None):
+def update_band(runs: list[tuple[np.ndarray, np.ndarray]], old_rank: ByNumber, large_keys: np.ndarray,
+                died_keys: np.ndarray, new_keys: np.ndarray, new_numbers: np.ndarray, rank: ByNumber,
+                max_bucket: int, old_label: ByNumber | None = None, label: ByNumber | None = None):
     """One band of an incremental run: (the new documents' run, pairs lost, pairs gained, large buckets).
 
     The band index is kept as sorted runs (runs_members): a base and one segment per run that added documents,

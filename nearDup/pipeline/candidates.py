@@ -27,7 +27,7 @@ from ..store.manifest import (
 )
 from ..store.workdir import WorkDir
 from ..wording import plural
-from .copies import COPIES, Copies, copy_classes, expanded_count, uncovered
+from .copies import Copies, Pairing, copy_classes, expanded_count, uncovered
 from .driver import (
     PartitionArrays,
     Runner,
@@ -50,34 +50,38 @@ class BandTask:
     """The candidate pairs of a few bands, and their band index (each band's keys sorted, with their documents)
     written to `index` (keys .npy, docs .npy; shape (bands, documents)) for the next run and for `query`.
 
-    classes: the .npy of each document's copy class (pipeline.copies): a bucket's copies pair as one.
-    previous: (order .npy, documents then, classes .npy) of the last run, and runs: its band index of these bands,
-    (keys .npy, docs .npy) of its base and of each segment (see _index_runs). The task then writes the new
-    documents' index as one more segment to `index` (or, compact, the index of every live document as a new base)
-    and returns the change in candidate pairs (with counts -1 and +1), computed over the touched buckets only:
-    those holding a new, changed or deleted document, or too large."""
+    pairing: the files of this run's Pairing (pipeline.copies: which documents can pair, their order by id, their
+    copy classes, whose copies a bucket pairs as one), as (name, path) pairs.
+    previous: the last run's, and runs: its band index of these bands, (keys .npy, docs .npy) of its base and of
+    each segment (see _index_runs). The task then writes the new documents' index as one more segment to `index`
+    (or, compact, the index of every live document as a new base) and returns the change in candidate pairs (with
+    counts -1 and +1), computed over the touched buckets only: those holding a new, changed or deleted document,
+    or too large."""
 
     root: str
     bands: tuple
-    order: str  # the .npy of the global numbers of the documents that can pair, in id order
+    pairing: tuple
     shards: tuple
     starts: tuple  # global number of each shard's first document
-    documents: int  # in all shards, live or dead
     max_bucket: int
     index: tuple
-    classes: str = ""
     previous: tuple = ()
     large_keys: tuple = ()  # per band, the keys (as int64) of the last run's large buckets
     runs: tuple = ()
     compact: bool = False
-    changed: tuple = ()  # with previous: (rank .npy, died .npy, new .npy) of this run (_changed_documents)
+    changed: tuple = ()  # with previous: (died .npy, new .npy) of this run (_changed_documents)
 
     def __post_init__(self):
-        _absolute(self, "root", "order", "classes")
+        _absolute(self, "root")
         _resolved(self, index=tuple(os.path.join(os.getcwd(), p) for p in self.index),
-                  previous=tuple(os.path.join(os.getcwd(), p) if isinstance(p, str) else p for p in self.previous),
+                  pairing=_absolute_files(self.pairing), previous=_absolute_files(self.previous),
                   runs=tuple(tuple(os.path.join(os.getcwd(), p) for p in run) for run in self.runs),
                   changed=tuple(os.path.join(os.getcwd(), p) for p in self.changed))
+
+
+def _absolute_files(files: tuple) -> tuple:
+    """(name, path) pairs with each path made absolute: a task may run in another working directory."""
+    return tuple((name, os.path.join(os.getcwd(), path)) for name, path in files)
 
 
 BANDS_PER_TASK = 4  # each task reads every band shard once; fixed, so tasks never depend on --jobs
@@ -101,7 +105,7 @@ def _keys_of(work: WorkDir, task: BandTask, numbers: np.ndarray) -> np.ndarray:
 
 
 def ranks(order: np.ndarray, documents: int) -> np.ndarray:
-    """rank[n]: the position of document n in order (pairing_order), -1 if it cannot pair."""
+    """rank[n]: the position of document n in order (by id), -1 if it cannot pair."""
     rank = np.full(documents, -1, np.int64)
     rank[order] = np.arange(len(order))
     return rank
@@ -115,22 +119,20 @@ def band_candidates(task: BandTask) -> tuple[np.ndarray, np.ndarray, np.ndarray,
     found: list[list[np.ndarray]] = [[], []]  # class pairs, star pairs
     counts: list[list[np.ndarray]] = [[], []]
     large, index = [], []
+    pairing = Pairing.read(work, dict(task.pairing))
     if task.previous:
-        # mapped, not read: a run looks up only the buckets it touches, and their documents' ranks and classes
-        # (each task reading and inverting both runs' orders cost 4 x 0.5 CPU s at 10M documents)
-        _, old_total, old_classes, old_ranks = task.previous
-        old_label, label = (work.load_array(Path(p), "candidates", mmap=True) for p in (old_classes, task.classes))
-        old_rank, rank, died, new = (work.load_array(Path(p), "candidates", mmap=p in (old_ranks, task.changed[0]))
-                                     for p in (old_ranks, *task.changed))
+        # looked up, not made: a run looks up only the documents of the buckets it touches (Pairing.rank, .label)
+        last = Pairing.read(work, dict(task.previous))
+        old_total, old_rank, old_label, rank, label = (last.documents, last.rank, last.label, pairing.rank,
+                                                       pairing.label)
+        died, new = (work.load_array(Path(p), "candidates") for p in task.changed)
         runs = [(work.load_array(Path(k), "candidates", mmap=True), work.load_array(Path(d), "candidates", mmap=True))
                 for k, d in task.runs]
         died_keys = _keys_of(work, task, died)
         new_keys = _band_keys(work, task, old_total)[new - old_total]
-    else:
-        order = work.load_array(Path(task.order), "candidates")
-        label = work.load_array(Path(task.classes), "candidates")
-        rank = ranks(order, task.documents)
-        members = np.sort(order)
+    else:  # every document looked up in every band: as arrays
+        rank, label = pairing.dense_ranks(), pairing.dense_labels()
+        members = pairing.members()
         keys = _band_keys(work, task)[members]
     for j, band in enumerate(task.bands):
         if task.previous:
@@ -202,15 +204,14 @@ class BucketTask:
     root: str
     part: int
     shuffled: tuple  # each shard's routed rows (ShuffleTask.out), in shard order
-    order: str
-    classes: str
-    documents: int
+    pairing: tuple  # as BandTask's
     max_bucket: int
     out: str
 
     def __post_init__(self):
-        _absolute(self, "root", "order", "classes", "out")
-        _resolved(self, shuffled=tuple(os.path.join(os.getcwd(), p) for p in self.shuffled))
+        _absolute(self, "root", "out")
+        _resolved(self, shuffled=tuple(os.path.join(os.getcwd(), p) for p in self.shuffled),
+                  pairing=_absolute_files(self.pairing))
 
 
 def bucket_candidates(task: BucketTask) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -218,10 +219,8 @@ def bucket_candidates(task: BucketTask) -> tuple[np.ndarray, np.ndarray, np.ndar
     partition, so the partitions' pairs together are the bands' pairs. The rows of a band come shard after shard,
     numbers ascending, as band_index expects."""
     work = WorkDir(task.root)
-    order = work.load_array(Path(task.order), "candidates")
-    label = work.load_array(Path(task.classes), "candidates")
-    rank = np.full(task.documents, -1, np.int64)
-    rank[order] = np.arange(len(order))
+    pairing = Pairing.read(work, dict(task.pairing))
+    rank, label = pairing.dense_ranks(), pairing.dense_labels()
     rows = load_routed(work, task.shuffled, task.part, "candidates", 3)
     rows = rows[np.argsort(rows[:, 0], kind="stable")]
     cuts = np.flatnonzero(np.r_[True, rows[1:, 0] != rows[:-1, 0]]) if len(rows) else np.empty(0, np.int64)
@@ -296,15 +295,20 @@ def _per_row(catalog: Catalog, test) -> np.ndarray:
 def pairing_order(catalog: Catalog, params: CandidateParams) -> np.ndarray:
     """Global numbers of the documents that can pair (pairable), sorted by id (UTF-8 bytes sort in code point
     order, as Python sorts str)."""
-    numbers = np.flatnonzero(pairable(catalog, params))
+    return _by_id(catalog, np.flatnonzero(pairable(catalog, params)))[0]
+
+
+def _by_id(catalog: Catalog, numbers: np.ndarray) -> tuple[np.ndarray, bool]:
+    """(numbers sorted by id, whether they were so already)."""
     catalog.let_go()  # live, shingles and size read whole (24 bytes a document) out of the client's RSS
+    numbers = numbers.astype(np.int64, copy=False)
     if catalog.ids_ascending:  # (checked this run: no column of ids joined again)
-        return numbers.astype(np.int64, copy=False)
+        return numbers, True
     ids = catalog.id_bytes()
     ids = ids if len(numbers) == len(ids) else ids[numbers]  # (every row pairable: no copy of the column)
     if len(ids) > 1 and not (ids[1:] > ids[:-1]).all():  # appended shards: restore id order
-        numbers = numbers[np.argsort(ids, kind="stable")]
-    return numbers.astype(np.int64, copy=False)
+        return numbers[np.argsort(ids, kind="stable")], False
+    return numbers, True
 
 
 def _index_files(bands: int, segment: int = 0) -> list[tuple[int, str, str]]:
@@ -339,30 +343,16 @@ SEGMENTS_MAX = 16
 COMPACT_SHARE = 4
 
 
-def _new_documents(order: np.ndarray, previous: CandidatesRecord) -> int:
-    """How many of the documents to pair were not indexed by the previous run (numbered after its documents)."""
-    assert previous.basis is not None  # (_previous_candidates)
-    return int((order >= previous.basis.documents).sum())
-
-
-def _next_segment(work: WorkDir, previous: CandidatesRecord, order: np.ndarray, bands: int, new: int) -> int:
+def _next_segment(work: WorkDir, previous: CandidatesRecord, pairable_docs: int, bands: int, new: int) -> int:
     """The segment an incremental run appends (1 for the first after the base), or 0: compact into a new base.
-    new: how many of the documents in order are new (_new_documents)."""
+    new: how many of the pairable documents are new (numbered after the last run's)."""
     old = index_segments(previous)
     entries = [work.load_array(work.output("candidates", _index_files(bands, s)[0][2], previous.key), "candidates",
                                mmap=True).shape[1] for s in range(old + 1)]
     total = sum(entries)
-    kept = len(order) - new  # indexed documents still indexed
+    kept = pairable_docs - new  # indexed documents still indexed
     outside = total - entries[0] + (total - kept) + new
     return 0 if old + 1 > SEGMENTS_MAX or COMPACT_SHARE * outside > total + new else old + 1
-
-
-def _previous_classes(work: WorkDir, previous: CandidatesRecord | None) -> np.ndarray | None:
-    """The copy classes' labels of the last run (copies.copy_classes previous), if it can be updated."""
-    if previous is None or previous.basis is None:
-        return None
-    label = work.load_array(work.output("candidates", "classes.npy", previous.key), "candidates")
-    return label if len(label) == previous.basis.documents else None
 
 
 def _previous_candidates(work: WorkDir, basis: CandidatesBasis) -> CandidatesRecord | None:
@@ -391,41 +381,40 @@ def run(runner: Runner, params: CandidateParams) -> CandidatesRecord:
         runner.log(f"candidates: up to date ({plural(record.stats.candidates, 'pair')})")
         return record
     docs = load_docs(work, shingle_record)
-    order_path = work.output("candidates", "order.npy", key)
-    order = pairing_order(docs.catalog, params)
-    work.save_array(order_path, order)
+    mask = pairable(docs.catalog, params)
+    order, ascending = _by_id(docs.catalog, np.flatnonzero(mask))
     small = int((docs.catalog.live & _per_row(docs.catalog, lambda shingles, _: shingles > 0)).sum()) - len(order)
     # (small: documents with shingles that cannot pair; those with none are counted as short)
     docs.catalog.let_go()  # whole columns read: out of the client's RSS (10M rows: 320 MB) before copy_classes
-    classes_path = work.output("candidates", "classes.npy", key)
     basis = CandidatesBasis(signature=require(work, SignatureRecord).params, bands=upstream.params,
                             max_bucket=params.max_bucket, min_shingles=params.min_shingles, min_size=params.min_size,
                             shard_keys=shingle_record.shard_keys, documents=int(sum(shingle_record.shard_docs)))
     previous = _previous_candidates(work, basis)
-    label = copy_classes(work, shingle_record, order, basis.documents, _previous_classes(work, previous))
-    work.save_array(classes_path, label)
-    copies = Copies.of(label)
-    work.save_array(work.output("candidates", COPIES, key), copies.rows)
+    last = Pairing.load(work, previous) if previous is not None else None
+    pairing = Pairing(mask, copy_classes(work, shingle_record, mask, last),
+                      None if ascending else ranks(order, basis.documents))
+    del order
+    pairing_files = Pairing.files(work, key, ascending)
+    pairing.save(work, pairing_files)
     bands = upstream.params.bands
-    if params.method == "exact" or (params.method == "auto" and _join_may_pay(runner, docs.catalog, order, label,
-                                                                             bands)):
-        join = _join_input(work, key, shingle_record, order, label)
+    if params.method == "exact" or (params.method == "auto" and _join_may_pay(runner, docs.catalog,
+                                                                             pairing.heads(), bands)):
+        join = _join_input(work, key, shingle_record, pairing.heads())
         method = params.method if params.method == "exact" else choose_method(runner, join, params, bands)
         if method == "exact":
-            return _run_exact(runner, key, params, upstream.key, join, copies, small)
+            return _run_exact(runner, key, params, upstream.key, join, pairing.copies, small, pairing_files)
         join.remove()
-    new = _new_documents(order, previous) if previous is not None else len(order)
-    segment = _next_segment(work, previous, order, bands, new) if previous is not None else 0
+    pairable_docs = int(np.count_nonzero(mask))
+    new = int(np.count_nonzero(mask[last.documents:])) if last is not None else pairable_docs
+    segment = _next_segment(work, previous, pairable_docs, bands, new) if previous is not None else 0
     files = _index_files(bands, segment)  # what this run's tasks write
-    old_ranks = _previous_ranks(work, key, previous) if previous is not None else ""
-    changed = _changed_documents(work, key, order, basis.documents, previous, old_ranks)
+    changed = _changed_documents(work, key, mask, last) if last is not None else ()
     if previous is None and runner.engine.shuffle:
-        results = _shuffled_candidates(runner, shingle_record, key, order_path, classes_path, len(order), basis,
-                                       params.max_bucket, files)
+        results = _shuffled_candidates(runner, shingle_record, key, pairing, pairing_files, basis, params.max_bucket,
+                                       files)
     else:
-        results = _grouped_candidates(runner, shingle_record, key, order_path, classes_path, basis, params,
-                                      previous, files, segment, light=bool(segment) and new <= LIGHT_DOCUMENTS,
-                                      changed=changed, old_ranks=old_ranks)
+        results = _grouped_candidates(runner, shingle_record, key, pairing_files, basis, params, previous, files,
+                                      segment, light=bool(segment) and new <= LIGHT_DOCUMENTS, changed=changed)
     stored = {}
     for kind, (pairs_file, counts_file) in enumerate((("pairs.npy", "counts.npy"), ("stars.npy", "star_counts.npy"))):
         pairs, counts = np.empty((0, 2), np.int64), np.empty(0, np.int64)
@@ -445,12 +434,11 @@ def run(runner: Runner, params: CandidateParams) -> CandidatesRecord:
                    key=lambda b: (b["band"], b["key"] % 2**64))
     for name, array in stored.items():
         work.save_array(work.output("candidates", name, key), array)
-    count = expanded_count(pairs, stars[uncovered(stars, pairs, label)], copies)
+    count = expanded_count(pairs, stars[uncovered(stars, pairs, pairing.label)], pairing.copies)
     work.save_jsonl(work.output("candidates", "large_buckets.jsonl", key), large)
     record = CandidatesRecord(
         key=key, params=params, upstream=upstream.key, basis=basis,
-        files=_files(work, "candidates", key, "order.npy", "classes.npy", COPIES, *stored, "large_buckets.jsonl",
-                     RANK,
+        files=_files(work, "candidates", key, *pairing_files, *stored, "large_buckets.jsonl",
                      *(name for s in range(segment + 1) for _, k, d in _index_files(bands, s) for name in (k, d))),
         stats=CandidatesStats(candidates=count, large_buckets=len(large), small=small,
                               method="lsh" if params.method == "auto" else None))
@@ -462,45 +450,21 @@ def run(runner: Runner, params: CandidateParams) -> CandidatesRecord:
     return record
 
 
-RANK = "rank.npy"  # ranks(order): what the band tasks of the next run look the last run's documents up in
+def _changed_documents(work: WorkDir, key: str, pairable: np.ndarray, last: Pairing) -> tuple[str, str]:
+    """The documents that died since the last run (pairable then, not now: deleted or changed) and the new ones
+    (numbered after its documents), ascending, written for the band tasks (each would otherwise compare both
+    runs' Pairings). Returns the (died, new) paths; they are not kept after the run."""
+    old = last.documents
+    paths = [work.output("candidates", name, key) for name in ("died.npy", "new.npy")]
+    work.save_array(paths[0], np.flatnonzero(last.pairable_mask() & ~pairable[:old]))
+    work.save_array(paths[1], old + np.flatnonzero(pairable[old:]))
+    return str(paths[0]), str(paths[1])
 
 
-def _changed_documents(work: WorkDir, key: str, order: np.ndarray, documents: int,
-                       previous: CandidatesRecord | None, old_ranks: str) -> tuple[str, ...]:
-    """Write this run's ranks (RANK); with a last run, also the documents that died since (pairable then, not now:
-    deleted or changed) and the new ones (numbered after its documents), ascending, for the band tasks (each
-    would otherwise read and invert both runs' orders). Returns (ranks, died, new) paths, or () without a last
-    run. Both come from passes over the two runs' ranks (old_ranks: _previous_ranks) in number order (a gather
-    through the last order by id, then a sort, cost 0.15 CPU s at 10M documents)."""
-    paths = [work.output("candidates", name, key) for name in (RANK, "died.npy", "new.npy")]  # (the last two not
-    rank = ranks(order, documents)                                                            # kept after the run)
-    work.save_array(paths[0], rank)
-    if previous is None:
-        return ()
-    assert previous.basis is not None  # (_previous_candidates)
-    old = previous.basis.documents
-    old_rank = work.load_array(Path(old_ranks), "candidates", mmap=True)
-    work.save_array(paths[1], np.flatnonzero((old_rank >= 0) & (rank[:old] < 0)))
-    work.save_array(paths[2], old + np.flatnonzero(rank[old:] >= 0))
-    return tuple(map(str, paths))
-
-
-def _previous_ranks(work: WorkDir, key: str, previous: CandidatesRecord) -> str:
-    """The last run's ranks file: as it stored it, or (a work dir from before they were stored) made now."""
-    if RANK in previous.files:
-        return str(work.output("candidates", RANK, previous.key))
-    assert previous.basis is not None
-    path = work.output("candidates", "previous-rank.npy", key)  # (not kept after the run)
-    work.save_array(path, ranks(work.load_array(work.output("candidates", "order.npy", previous.key), "candidates"),
-                                previous.basis.documents))
-    return str(path)
-
-
-def _grouped_candidates(runner: Runner, shingle_record: ShingleRecord, key: str, order_path: Path,
-                        classes_path: Path, basis: CandidatesBasis, params: CandidateParams,
-                        previous: CandidatesRecord | None, files: list[tuple[int, str, str]],
-                        segment: int = 0, light: bool = False, changed: tuple[str, ...] = (),
-                        old_ranks: str = "") -> list[tuple]:
+def _grouped_candidates(runner: Runner, shingle_record: ShingleRecord, key: str, pairing: dict[str, str],
+                        basis: CandidatesBasis, params: CandidateParams, previous: CandidatesRecord | None,
+                        files: list[tuple[int, str, str]], segment: int = 0, light: bool = False,
+                        changed: tuple[str, ...] = ()) -> list[tuple]:
     """The tasks' results (band_candidates) of a few bands each, updating the last run's index if any: its base
     and segments are linked under this run's key and the new documents' index written as segment `segment`, or
     (0) all of them compacted into a new base. light: the tasks are little work (engine.map)."""
@@ -508,15 +472,15 @@ def _grouped_candidates(runner: Runner, shingle_record: ShingleRecord, key: str,
     old_large = work.load_jsonl(work.output("candidates", "large_buckets.jsonl", previous.key), "candidates") \
         if previous is not None else []
     runs = index_runs(previous, bands) if previous is not None else [[] for _ in files]
-    last = _previous_index(work, previous, old_ranks)
+    last = tuple((name, str(work.output("candidates", name, previous.key))) for name in Pairing.NAMES
+                 if name in previous.files) if previous is not None else ()
     if previous is not None and segment:  # kept as they are: the same files under this run's key
         for name in (name for task_runs in runs for run in task_runs for name in run):
             work.link(work.output("candidates", name, previous.key), work.output("candidates", name, key))
-    tasks = [BandTask(str(work.root), tuple(range(lo, min(lo + BANDS_PER_TASK, bands))), str(order_path),
+    tasks = [BandTask(str(work.root), tuple(range(lo, min(lo + BANDS_PER_TASK, bands))), tuple(pairing.items()),
                       tuple(shingle_record.shard_numbers), tuple(part_starts(shingle_record).tolist()),
-                      basis.documents, params.max_bucket,
+                      params.max_bucket,
                       (str(work.output("candidates", k, key)), str(work.output("candidates", d, key))),
-                      classes=str(classes_path),
                       previous=last, changed=changed,
                       large_keys=tuple(tuple(b["key"] for b in old_large if b["band"] == j)
                                        for j in range(lo, min(lo + BANDS_PER_TASK, bands))) if previous else (),
@@ -528,17 +492,18 @@ def _grouped_candidates(runner: Runner, shingle_record: ShingleRecord, key: str,
                              unit="band", light=light)
 
 
-def _shuffled_candidates(runner: Runner, shingle_record: ShingleRecord, key: str, order_path: Path,
-                         classes_path: Path, pairable_docs: int, basis: CandidatesBasis, max_bucket: int,
+def _shuffled_candidates(runner: Runner, shingle_record: ShingleRecord, key: str, pairing: Pairing,
+                         pairing_files: dict[str, str], basis: CandidatesBasis, max_bucket: int,
                          files: list[tuple[int, str, str]]) -> list[tuple]:
     """The same results from a shuffle through the work dir: each shard's band keys cut by a hash of the key
     into partitions (shuffle_shard), each partition's buckets paired in every band (bucket_candidates), then the
     band index files merged from the partitions' parts (merge_index). Each band is spread over all partitions,
     so no worker holds a whole band; the shuffle's files are removed once the index is written."""
     work, bands = runner.work, basis.bands.bands
+    members = pairing.members()
+    pairable_docs = len(members)
     parts = max(2, min(64, -(-pairable_docs * bands // SHUFFLE_ENTRIES)))
     shards, starts = list(shingle_record.shard_numbers), part_starts(shingle_record)
-    members = np.sort(work.load_array(order_path, "candidates"))
     members_path = work.output("candidates", "members.npy", key)
     work.save_array(members_path, members)
     cuts = np.asarray(np.searchsorted(members, np.r_[starts, basis.documents])).tolist()
@@ -552,8 +517,8 @@ def _shuffled_candidates(runner: Runner, shingle_record: ShingleRecord, key: str
     members_path.unlink()
     buckets = [work.output("candidates", f"buckets-{p:04d}.npy", key) for p in range(parts)]
     results = runner.engine.map(bucket_candidates, [
-        BucketTask(str(work.root), p, tuple(map(str, shuffled)), str(order_path),
-                   str(classes_path), basis.documents, max_bucket, str(buckets[p])) for p in range(parts)],
+        BucketTask(str(work.root), p, tuple(map(str, shuffled)), tuple(pairing_files.items()), max_bucket,
+                   str(buckets[p])) for p in range(parts)],
         desc="candidates", unit="part")
     runner.engine.map(merge_index, [
         IndexTask(str(work.root), tuple(range(lo, min(lo + BANDS_PER_TASK, bands))), tuple(map(str, buckets)),
@@ -563,14 +528,6 @@ def _shuffled_candidates(runner: Runner, shingle_record: ShingleRecord, key: str
     for path in [*shuffled, *map(routed_bounds, shuffled), *buckets]:
         path.unlink(missing_ok=True)
     return results
-
-
-def _previous_index(work: WorkDir, previous: CandidatesRecord | None, old_ranks: str) -> tuple:
-    """A BandTask's `previous`: the last run's order, documents, classes and ranks (old_ranks), if any."""
-    if previous is None or previous.basis is None:
-        return ()
-    return (str(work.output("candidates", "order.npy", previous.key)), previous.basis.documents,
-            str(work.output("candidates", "classes.npy", previous.key)), old_ranks)
 
 
 def _limits(params: CandidateParams) -> str:
@@ -641,11 +598,9 @@ def join_pairs(task: JoinTask) -> np.ndarray:
     return allpairs.join_part(values, offsets, task.threshold, task.metric, task.lo, task.hi, JOIN_MEMORY).pairs
 
 
-def _join_input(work: WorkDir, key: str, shingle_record: ShingleRecord, order: np.ndarray,
-                label: np.ndarray) -> JoinInput:
-    """Gather the sets of the classes that can pair (a class's copies have its set: the class pair (A, A) stands
-    for them), order them for the join and save them."""
-    labels = np.sort(order[label[order] == order])
+def _join_input(work: WorkDir, key: str, shingle_record: ShingleRecord, labels: np.ndarray) -> JoinInput:
+    """Gather the sets of the classes that can pair (labels, ascending: a class's copies have its set, and the
+    class pair (A, A) stands for them), order them for the join and save them."""
     shingles = PartitionArrays(work, "shingle", ("values.npy", "offsets.npy"), shingle_record.shard_numbers)
     values, lengths = sets.gather_sets(shingles, part_starts(shingle_record), labels)
     by = np.argsort(lengths, kind="stable")
@@ -669,10 +624,9 @@ AUTO_VALUE_COST = 2
 AUTO_RECORD_COST = 4
 
 
-def _join_may_pay(runner: Runner, catalog, order: np.ndarray, label: np.ndarray, bands: int) -> bool:
-    """--method auto, before the join's sets are gathered and ordered: False (and lsh, said on stderr) when
-    ordering their values alone costs more than LSH's band entries."""
-    labels = order[label[order] == order]
+def _join_may_pay(runner: Runner, catalog, labels: np.ndarray, bands: int) -> bool:
+    """--method auto, before the join's sets are gathered and ordered (labels: of the classes that can pair):
+    False (and lsh, said on stderr) when ordering their values alone costs more than LSH's band entries."""
     values, entries = int(catalog["shingles"][labels].sum()), bands * len(labels)
     if values * AUTO_VALUE_COST <= entries:
         return True
@@ -706,7 +660,7 @@ def join_ranges(offsets: np.ndarray) -> list[tuple[int, int]]:
 
 
 def _run_exact(runner: Runner, key: str, params: CandidateParams, upstream: str, join: JoinInput, copies: Copies,
-               small: int) -> CandidatesRecord:
+               small: int, pairing_files: dict[str, str]) -> CandidatesRecord:
     """The candidates of --method exact: the class pairs of every two classes whose sets have Jaccard >= the
     threshold (--metric containment: one of them contained in the other, |A ∩ B| / |A| >= t, in either
     direction), and (A, A) for each class of copies. No band index is made (so `query` on an index built so sorts
@@ -727,8 +681,7 @@ def _run_exact(runner: Runner, key: str, params: CandidateParams, upstream: str,
     count = expanded_count(pairs, np.empty((0, 2), np.int64), copies)
     record = CandidatesRecord(
         key=key, params=params, upstream=upstream,
-        files=_files(work, "candidates", key, "order.npy", "classes.npy", COPIES, "pairs.npy", "stars.npy",
-                     "large_buckets.jsonl"),
+        files=_files(work, "candidates", key, *pairing_files, "pairs.npy", "stars.npy", "large_buckets.jsonl"),
         stats=CandidatesStats(candidates=count, large_buckets=0, small=small, method="exact"))
     work.record_stage("candidates", record)
     skipped = f"; {plural(small, 'document')} under {_limits(params)} skipped (never paired)" if small else ""

@@ -16,6 +16,7 @@ each document in closed form (`class_degree`). 3,000 copies are one entry, not 4
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -32,10 +33,10 @@ CONFIRM_BATCH = 20_000  # documents whose sets are gathered at once to confirm t
 EXPAND_CHUNK = 100_000  # expanded pairs made and sorted at once, about
 
 
-def copy_classes(work: WorkDir, shingle_record: ShingleRecord, order: np.ndarray, documents: int,
-                 previous: np.ndarray | None = None) -> np.ndarray:
-    """label (int64, one per global number): -1 for a document that cannot pair (not in `order`), else the smallest
-    number of the documents in `order` whose shingle set is equal to its own.
+def copy_classes(work: WorkDir, shingle_record: ShingleRecord, pairable: np.ndarray,
+                 previous: Pairing | None = None) -> Copies:
+    """The classes of copies among the documents that can pair (pairable: bool by global number): a document's
+    label is the smallest number of the pairable documents whose shingle set is equal to its own.
 
     Candidates are found by a digest of each document's band keys (equal sets have equal keys), then by the
     fingerprint of identical_sets (length, sum of fmix64 of the elements), then confirmed element by element
@@ -43,34 +44,38 @@ def copy_classes(work: WorkDir, shingle_record: ShingleRecord, order: np.ndarray
     the documents with its band keys, so it changes only when one of those is added or removed (what an
     incremental candidates run relies on: such a change touches the class's bucket in every band).
 
-    previous: the labels of the last run, whose documents kept their numbers (its shards are a prefix of today's):
-    then only the documents that share a digest with a document added or gone since are grouped again, and the
-    others keep their labels (1M documents: a sort of every digest and the sets of every class no longer read)."""
-    member = np.zeros(documents, bool)
-    member[np.asarray(order, np.int64)] = True
+    previous: the Pairing of the last run, whose documents kept their numbers (its shards are a prefix of
+    today's): then only the documents that share a digest with a document added or gone since are grouped again,
+    and the others keep their classes (a class is whole within one digest, so it is kept or grouped again whole).
+    Nothing here is an array of every document but the digests and pairable (at 10M documents a label per
+    document, made, stored and read again each run, cost ~0.3 CPU s)."""
+    kept = np.empty((0, 2), np.int64)
     everyone = None
     if previous is None:
-        label = np.full(documents, -1, np.int64)
-        members = np.flatnonzero(member)  # ascending, without a sort
-        label[members] = members
-    else:  # a few passes over arrays of every document (at 10M, each costs ~0.1 s): none more than needed
-        old = len(previous)
-        was, now = previous >= 0, member[:old]
+        members = np.flatnonzero(pairable)  # ascending, without a sort
+    else:
+        old = previous.documents
+        was, now = previous.pairable_mask(), pairable[:old]
         gone, arrived = np.flatnonzero(was & ~now), np.flatnonzero(now & ~was)  # (arrived: none, as rows never
-        new = old + np.flatnonzero(member[old:])                                  # come back to life; a guard)
+        new = old + np.flatnonzero(pairable[old:])                               # come back to life; a guard)
         everyone = _band_digest(work, shingle_record)
         touched = sets.sorted_unique(np.concatenate([everyone[new], everyone[gone], everyone[arrived]]))
         # grouped again: every member whose digest a new, gone or arrived document has (a gone label's class has
-        # its digest); the others keep their labels
+        # its digest); the others keep their classes
         hit = np.flatnonzero(sets.in_few(everyone[:old], touched) & now)
-        label = np.empty(documents, np.int64)
-        label[:old] = previous  # (-1 for the documents that could not pair then)
-        label[gone] = -1
+        rows = previous.copies.rows
+        kept = rows[~sets.in_sorted(rows[:, 1], np.sort(np.concatenate([hit, gone])))]
         members = np.concatenate([hit, new])
-        label[old:] = -1
-        label[members] = members
+    found = _grouped_copies(work, shingle_record, members, everyone)
+    rows = np.concatenate([kept, found])
+    return Copies(rows[np.lexsort((rows[:, 1], rows[:, 0]))])
+
+
+def _grouped_copies(work: WorkDir, shingle_record: ShingleRecord, members: np.ndarray,
+                    everyone: np.ndarray | None) -> np.ndarray:
+    """The (label, member) rows of the classes of two or more among members (ascending)."""
     if len(members) < 2:
-        return label
+        return np.empty((0, 2), np.int64)
     if everyone is None:
         everyone = _band_digest(work, shingle_record)
     digest = everyone[members]
@@ -84,15 +89,16 @@ def copy_classes(work: WorkDir, shingle_record: ShingleRecord, order: np.ndarray
     docs = members[by[at]]
     group = np.cumsum(np.r_[True, ~same][at]) - 1  # numbered in digest order (only the order is used)
     if not len(docs):
-        return label
+        return np.empty((0, 2), np.int64)
     shingles = PartitionArrays(work, "shingle", ("values.npy", "offsets.npy"), shingle_record.shard_numbers,
                                mapped=False)  # run by the client: a few sets from every shard
     first = np.flatnonzero(np.r_[True, group[1:] != group[:-1]])  # whole digest groups in a batch
     cuts = first[np.r_[True, np.diff(first // CONFIRM_BATCH) > 0]]
+    label = np.empty(len(docs), np.int64)
     for lo, hi in zip(cuts.tolist(), np.r_[cuts[1:], len(docs)].tolist()):
-        label[docs[lo:hi]] = docs[lo:hi][_equal_to_first(shingles, part_starts(shingle_record), docs[lo:hi],
-                                                         group[lo:hi])]
-    return label
+        label[lo:hi] = docs[lo:hi][_equal_to_first(shingles, part_starts(shingle_record), docs[lo:hi],
+                                                   group[lo:hi])]
+    return Copies.rows_of(docs, label)
 
 
 def _band_digest(work: WorkDir, shingle_record: ShingleRecord) -> np.ndarray:
@@ -136,15 +142,35 @@ class Copies:
 
     def __init__(self, rows: np.ndarray):
         self.rows = np.asarray(rows, np.int64).reshape(-1, 2)
+        self._by_member: tuple[np.ndarray, np.ndarray] | None = None  # (members ascending, their labels)
+
+    @staticmethod
+    def rows_of(docs: np.ndarray, label: np.ndarray) -> np.ndarray:
+        """The rows of documents docs with labels label (each the smallest number of its class; a document whose
+        label is another's is a copy, and its label heads a class), unsorted."""
+        copy = label != docs
+        heads = sets.sorted_unique(label[copy])
+        return np.concatenate([np.stack([heads, heads], axis=1), np.stack([label[copy], docs[copy]], axis=1)])
 
     @classmethod
     def of(cls, label: np.ndarray) -> Copies:
-        """From the labels (copy_classes): a document whose label is another's is a copy; its label heads it."""
-        others = np.flatnonzero(label != np.arange(len(label)))
-        others = others[label[others] >= 0]
-        heads = sets.sorted_unique(label[others])
-        rows = np.concatenate([np.stack([heads, heads], axis=1), np.stack([label[others], others], axis=1)])
+        """From labels of every document (-1: cannot pair), as work dirs from before stored them (classes.npy)."""
+        docs = np.flatnonzero(label >= 0)
+        rows = cls.rows_of(docs, np.asarray(label[docs], np.int64))
         return cls(rows[np.lexsort((rows[:, 1], rows[:, 0]))])
+
+    def labels(self, numbers: np.ndarray) -> np.ndarray:
+        """The label of each of numbers, each a document that can pair: its class's head, else itself."""
+        if self._by_member is None:  # (made at the first lookup)
+            by = np.argsort(self.rows[:, 1], kind="stable")
+            self._by_member = (self.rows[by, 1], self.rows[by, 0])
+        member, head = self._by_member
+        out = np.array(numbers, np.int64)
+        if len(member):
+            at = np.minimum(np.searchsorted(member, out), len(member) - 1)
+            hit = member[at] == out
+            out[hit] = head[at[hit]]
+        return out
 
     def _spans(self, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(first row, rows) of each label's class among the rows (0 rows: a class of one)."""
@@ -175,6 +201,121 @@ def load_copies(work: WorkDir) -> Copies:
     return Copies.of(work.load_array(work.current("candidates", "classes.npy"), "candidates", mmap=True))
 
 
+PAIRABLE = "pairable.npy"  # candidates/KEY.pairable.npy: bool by global number, the documents that can pair
+RANK = "rank.npy"  # candidates/KEY.rank.npy: int64 by global number, a document's place in id order (-1: none)
+
+
+class Lookup:
+    """numbers -> values, indexed as an array of every document is (lookup[numbers]), by the kernels that take
+    ranks and labels (lsh.class_bucket_pairs, lsh.update_band): what a Pairing gives instead of such arrays."""
+
+    def __init__(self, of: Callable[[np.ndarray], np.ndarray]):
+        self.of = of
+
+    def __getitem__(self, numbers) -> np.ndarray:
+        return self.of(np.asarray(numbers, np.int64))
+
+
+class Pairing:
+    """The documents a candidates run could pair, their order by id, and their classes of copies, as it stored
+    them: pairable (bool by global number, 1 byte a document), Copies (the classes of two or more), and a rank by
+    id only where the ids do not ascend with the numbers (shards of files appended out of id order); where they
+    do, a document's number is its rank. A document's label is its class's head, else itself (-1: cannot pair).
+    An incremental run of a 10M index once made, wrote and read back three arrays of 8 bytes a document (order,
+    ranks, labels: ~0.6 CPU s); it writes 1 byte a document now. Work dirs from before (order.npy, classes.npy,
+    maybe rank.npy) are read as they are."""
+
+    NAMES = (PAIRABLE, COPIES, RANK, "order.npy", "classes.npy")  # its files, as stored now or before
+
+    def __init__(self, pairable: np.ndarray, copies: Copies, rank: np.ndarray | None = None,
+                 label: np.ndarray | None = None):
+        self.pairable, self.copies, self._rank, self._label = pairable, copies, rank, label
+
+    @classmethod
+    def load(cls, work: WorkDir, record: CandidatesRecord) -> Pairing:
+        """The Pairing a candidates record stored."""
+        return cls.read(work, {name: str(work.output("candidates", name, record.key))
+                               for name in cls.NAMES if name in record.files})
+
+    @classmethod
+    def read(cls, work: WorkDir, files: dict[str, str]) -> Pairing:
+        """From its files (name -> path, as Pairing.files gives them), mapped: a run reads a few of its rows."""
+        def load(name: str) -> np.ndarray:
+            return work.load_array(Path(files[name]), "candidates", mmap=True)
+
+        rank = load(RANK) if RANK in files else None
+        if PAIRABLE in files:
+            return cls(load(PAIRABLE), Copies(load(COPIES)), rank)
+        label = load("classes.npy")  # a work dir from before pairable.npy
+        if rank is None:
+            order = work.load_array(Path(files["order.npy"]), "candidates")
+            rank = np.full(len(label), -1, np.int64)
+            rank[order] = np.arange(len(order))
+        copies = Copies(load(COPIES)) if COPIES in files else Copies.of(label)
+        return cls(np.asarray(label) >= 0, copies, rank, label)
+
+    @staticmethod
+    def files(work: WorkDir, key: str, ascending: bool) -> dict[str, str]:
+        """The files a candidates run of key writes (with rank.npy unless the ids ascend with the numbers)."""
+        return {name: str(work.output("candidates", name, key)) for name in (PAIRABLE, COPIES) + (() if ascending
+                                                                                              else (RANK,))}
+
+    def save(self, work: WorkDir, files: dict[str, str]) -> None:
+        work.save_array(Path(files[PAIRABLE]), np.asarray(self.pairable, bool))
+        work.save_array(Path(files[COPIES]), self.copies.rows)
+        if RANK in files:
+            assert self._rank is not None
+            work.save_array(Path(files[RANK]), np.asarray(self._rank, np.int64))
+
+    @property
+    def documents(self) -> int:
+        return len(self.pairable)
+
+    def pairable_mask(self) -> np.ndarray:
+        return np.asarray(self.pairable, bool)
+
+    def members(self) -> np.ndarray:
+        """The numbers of the documents that can pair, ascending."""
+        return np.flatnonzero(self.pairable)
+
+    def ranks(self, numbers: np.ndarray) -> np.ndarray:
+        """Each of numbers' place in id order (only the order is used: ties never happen), -1 if it cannot pair."""
+        if self._rank is not None:
+            return np.asarray(self._rank[numbers], np.int64)
+        return np.where(self.pairable[numbers], numbers, -1)
+
+    def labels(self, numbers: np.ndarray) -> np.ndarray:
+        """Each of numbers' class label, -1 if it cannot pair."""
+        if self._label is not None:
+            return np.asarray(self._label[numbers], np.int64)
+        return np.where(self.pairable[numbers], self.copies.labels(numbers), -1)
+
+    @property
+    def rank(self) -> lsh.ByNumber:
+        return self._rank if self._rank is not None else Lookup(self.ranks)
+
+    @property
+    def label(self) -> lsh.ByNumber:
+        return self._label if self._label is not None else Lookup(self.labels)
+
+    def dense_ranks(self) -> np.ndarray:
+        """ranks of every document, as one array."""
+        return self.ranks(np.arange(self.documents))
+
+    def dense_labels(self) -> np.ndarray:
+        """labels of every document, as one array."""
+        if self._label is not None:
+            return np.asarray(self._label)
+        label = np.where(self.pairable, np.arange(self.documents), -1)
+        label[self.copies.rows[:, 1]] = self.copies.rows[:, 0]
+        return label
+
+    def heads(self) -> np.ndarray:
+        """The label of each class, ascending: the sets to pair, once per set."""
+        members = self.members()
+        return members[self.labels(members) == members]
+
+
 def expanded_count(class_pairs: np.ndarray, stars: np.ndarray, copies: Copies) -> int:
     """How many document pairs class pairs and (uncovered) star pairs stand for."""
     a, b = copies.sizes(class_pairs[:, 0]), copies.sizes(class_pairs[:, 1])
@@ -198,7 +339,7 @@ def verified_entries(work: WorkDir) -> ClassPairs:
     return stored_entries(work, work.load_array(work.current("verify", "pairs.npy"), "verify"))
 
 
-def uncovered(stars: np.ndarray, class_pairs: np.ndarray, label: np.ndarray) -> np.ndarray:
+def uncovered(stars: np.ndarray, class_pairs: np.ndarray, label: lsh.ByNumber) -> np.ndarray:
     """Which star pairs are not among the pairs of a class pair (the same classes in another band, small there)."""
     return ~among(np.sort(label[stars], axis=1), class_pairs)
 

@@ -16,6 +16,7 @@ from ..text.inputs import list_items
 from ..text.read import Document, missing_extras_note, read_documents, stdin_document
 from ..text.shingles import shingle_documents
 from .candidates import _limits, index_runs, pairing_order
+from .copies import Pairing
 from .driver import PartitionArrays, _up_to_date, part_starts, require
 from .results import inherited_threshold, recall_warning
 from .shingle import load_catalog
@@ -38,8 +39,7 @@ def _band_index(work: WorkDir, shingle_record: ShingleRecord, band_record: BandR
             _up_to_date(work, CandidatesRecord, record.key) is not None:
         indexed = None
         if record.basis is not None:  # documents that left stay in the runs
-            indexed = np.zeros(record.basis.documents, bool)
-            indexed[work.load_array(work.output("candidates", "order.npy", record.key), "candidates")] = True
+            indexed = Pairing.load(work, record).pairable_mask()
         for task_runs in index_runs(record, band_record.params.bands):
             loaded = [tuple(work.load_array(work.output("candidates", name, record.key), "candidates", mmap=True)
                             for name in run) for run in task_runs]

@@ -17,7 +17,7 @@ from ..errors import WorkDirError
 from ..kernels import lsh, recall, sets
 from ..store.manifest import BandRecord, CandidatesRecord, ShingleRecord, VerifyRecord
 from ..store.workdir import WorkDir
-from .copies import load_copies, verified_entries
+from .copies import Pairing, verified_entries
 from .driver import PartitionArrays, part_starts, require
 
 # pairs sharing a bucket, summed over the bands, up to which the distinct pairs are listed and counted; above it
@@ -45,10 +45,9 @@ class SignedCorpus:
     def __init__(self, work: WorkDir):
         candidates = require(work, CandidatesRecord)
         shingle_record = require(work, ShingleRecord)
-        label = work.load_array(work.current("candidates", "classes.npy"), "candidates")
-        numbers = np.flatnonzero(label >= 0)
-        heads = numbers[label[numbers] == numbers]  # a class's label is its smallest number
-        self.weights = load_copies(work).sizes(heads)
+        pairing = Pairing.load(work, candidates)
+        heads = pairing.heads()  # a class's label is its smallest number
+        self.weights = pairing.copies.sizes(heads)
         self.signatures = sets.gather_rows(PartitionArrays(work, "signature", ("npy",), shingle_record.shard_numbers),
                                            part_starts(shingle_record), heads)
         self.within = int((self.weights * (self.weights - 1) // 2).sum())  # copies: candidates with any choice

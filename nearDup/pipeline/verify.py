@@ -16,7 +16,7 @@ from ..kernels import lsh, sets
 from ..store.manifest import CandidatesRecord, ShingleRecord, SignatureRecord, VerifyBasis, VerifyRecord, VerifyStats
 from ..store.workdir import WorkDir, atomic_file
 from ..wording import plural
-from .copies import ClassPairs, Listing, among, load_copies, uncovered
+from .copies import ClassPairs, Listing, Pairing, among, uncovered
 from .driver import PartitionArrays, Runner, _absolute, _begin, _files, _up_to_date, part_starts, require
 from .results import EXACT_RECALL, estimated_recall, recall_line, recall_warning
 from .shingle import load_catalog
@@ -85,8 +85,8 @@ def run(runner: Runner, params: VerifyParams) -> VerifyRecord:
     contained = params.metric == "containment"
     basis = VerifyBasis(threshold=params.threshold, metric=params.metric if contained else None,
                         shard_keys=shingle_record.shard_keys, signature=require(work, SignatureRecord).params)
-    label = work.load_array(work.current("candidates", "classes.npy"), "candidates", mmap=True)  # (a few read)
-    copies = load_copies(work)
+    pairing = Pairing.load(work, upstream)  # (a few of its labels looked up)
+    label, copies = pairing.label, pairing.copies
     class_pairs = work.load_array(work.current("candidates", "pairs.npy"), "candidates")
     pairs, is_class = _entries(class_pairs, work.load_array(work.current("candidates", "stars.npy"), "candidates"),
                                label)
@@ -157,7 +157,7 @@ def run(runner: Runner, params: VerifyParams) -> VerifyRecord:
     return record
 
 
-def _entries(class_pairs: np.ndarray, stars: np.ndarray, label: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _entries(class_pairs: np.ndarray, stars: np.ndarray, label: lsh.ByNumber) -> tuple[np.ndarray, np.ndarray]:
     """What verification checks: the class pairs (pipeline.copies) and the star pairs that no class pair stands
     for, one array sorted by pair code, and which are class pairs. (A class's label is one of its documents, so a
     class pair is checked as the pair of its labels; (A, A) has Jaccard 1.)"""

@@ -20,11 +20,11 @@
       signature/part-00000.npy         uint32 (n_docs, num_perm)
       band/part-00000.npy              uint64 (n_docs, bands)
       band/part-00000.digest.npy       uint64 (n_docs,): band.band_digest of its keys (copies.copy_classes reads it)
-      candidates/KEY.order.npy         int64: the global numbers of the documents that can pair, in id order
-      candidates/KEY.classes.npy       int64 (n,): each document's copy class, the smallest number with its set
-                                       (-1: cannot pair); pipeline.copies
-      candidates/KEY.copies.npy        int64 (m, 2): (label, member) of the classes of two or more, sorted
-      candidates/KEY.rank.npy          int64 (n,): each document's position in order, -1 if not in it (next run's)
+      candidates/KEY.pairable.npy      bool (n,): the documents that can pair (pipeline.copies.Pairing)
+      candidates/KEY.copies.npy        int64 (m, 2): (label, member) of the classes of two or more, sorted; a
+                                       class's label is the smallest number with its set
+      candidates/KEY.rank.npy          int64 (n,): each document's place in id order, -1 if it cannot pair; only
+                                       when the ids do not ascend with the numbers (else a number is its rank)
       candidates/KEY.pairs.npy         int64 (m, 2) class pairs of small buckets, a <= b, sorted: (A, B) stands for
                                        A x B, (A, A) for the pairs within class A (--method exact: of the join;
                                        then no counts, star_counts nor band index)
