@@ -335,3 +335,45 @@ def test_stored_pairs_print_from_columns_as_their_records_do(odd_runs, run, monk
     for (fmt, null), text in expected.items():
         assert printed(StoredPairs(work), fmt, null) == text, (fmt, null)
         assert printed(StoredPairs(work, involving), fmt, null) == expected_kept[fmt, null], (fmt, null)
+
+
+@pytest.mark.parametrize("run", ["copies", "stars", "containment"])
+def test_the_report_of_a_run_prints_the_listing_its_verify_made_as_the_stored_files_give_it(odd_runs, run,
+                                                                                           monkeypatch, tmp_path):
+    """A run's report reads the Listing its verify stage made (remembered by WorkDir object and verify key), not
+    the files again; every format prints what a listing read from the files prints, --new-only too. Another
+    WorkDir of the same folder, and the same one once its verify record has another key, read the files."""
+    from nearDup.pipeline.results import StoredPairs
+    from nearDup.report.printer import Printer, text_stream
+    from nearDup.store.workdir import WorkDir
+
+    texts, dirs = odd_runs
+    work = WorkDir(dirs[run])
+
+    def printed(pairs, fmt: str) -> bytes:
+        out = io.BytesIO()
+        stream = text_stream(out)
+        Printer(stream, fmt).pairs(pairs, "containment" if run == "containment" else "jaccard")
+        stream.flush()
+        return out.getvalue()
+
+    involving = {"edit1", "caf\udce9", "other-prefix", "u0"}
+    from_files = {(fmt, new): printed(StoredPairs(work, involving if new else None), fmt)
+                  for fmt in ("tsv", "jsonl", "csv") for new in (False, True)}
+    made = copies.Listing.stored(work)  # as verify makes it: the remembered one gives the same lines
+    key = work.manifest().verify.key
+    made.remember(work, key)
+
+    def no_files(*args):
+        raise AssertionError("read from the files")
+
+    with monkeypatch.context() as m:
+        m.setattr(copies, "verified_entries", no_files)
+        for (fmt, new), text in from_files.items():
+            for _ in range(2):  # (its pairs made once and kept: the second print reads them)
+                assert printed(StoredPairs(work, involving if new else None), fmt) == text, (fmt, new)
+        with pytest.raises(AssertionError, match="read from the files"):
+            StoredPairs(WorkDir(dirs[run]))._entries  # another WorkDir object
+        copies.Listing.stored(work).remember(work, "another key")
+        with pytest.raises(AssertionError, match="read from the files"):
+            StoredPairs(work)._entries

@@ -117,9 +117,15 @@ def _random_changes(folder: Path, rng: random.Random, step: int) -> None:
 def test_index_segments_give_the_pairs_and_groups_of_a_run_from_scratch(tmp_path, monkeypatch, seed):
     """Runs of random adds, deletes, edits and renames: the band index grows by segments and is compacted now and
     then (limits lowered so that both happen within a few runs), and every run prints what a run from scratch
-    over the same files prints, pairs and groups; query finds the same documents as in a fresh index."""
-    from nearDup.pipeline import candidates
+    over the same files prints, pairs and groups; query finds the same documents as in a fresh index. The digest
+    index (copies) is kept alike: its live entries are the digests of the documents that can pair, each once, and
+    an updating run reads no other digest than the new documents'."""
+    from nearDup.pipeline import candidates, copies
     from nearDup.store.workdir import WorkDir
+
+    def whole_digest(*args):
+        raise AssertionError("every document's digest read")
+
     monkeypatch.setattr(candidates, "SEGMENTS_MAX", 3)
     monkeypatch.setattr(candidates, "COMPACT_SHARE", 1)
     folder = tmp_path / "docs"
@@ -130,7 +136,10 @@ def test_index_segments_give_the_pairs_and_groups_of_a_run_from_scratch(tmp_path
         if step:
             _random_changes(folder, rng, step)
         for extra in ([], ["--groups"], ["--groups", "--format", "jsonl"]):  # (jsonl: with the recall estimate)
-            got = _invoke("run", folder, "--index", index, *args, *extra)
+            with monkeypatch.context() as m:
+                if step:
+                    m.setattr(copies, "_band_digest", whole_digest)
+                got = _invoke("run", folder, "--index", index, *args, *extra)
             scratch = tmp_path / f"scratch{step}"
             want = _invoke("-w", scratch, "run", folder, *args, *extra)
             assert got.exit_code == 0 and want.exit_code == 0, got.stderr + want.stderr
@@ -138,7 +147,17 @@ def test_index_segments_give_the_pairs_and_groups_of_a_run_from_scratch(tmp_path
         probe = sorted(folder.iterdir())[rng.randrange(5)]
         assert _invoke("query", probe, "--index", index).stdout == _invoke("query", probe, "--index", scratch).stdout
         shutil.rmtree(scratch)
-        segments.append(candidates.index_segments(WorkDir(str(index)).manifest().candidates))
+        work = WorkDir(str(index))
+        record = work.manifest().candidates
+        segments.append(candidates.index_segments(record))
+        pairing = copies.Pairing.load(work, record)
+        runs = [tuple(np.load(work.output("candidates", name, record.key)) for name in files)
+                for files in candidates.digest_runs(record)]
+        keys, docs = (np.concatenate(column) for column in zip(*runs))
+        live = pairing.pairable_mask()[docs]
+        members = pairing.members()
+        assert sorted(docs[live].tolist()) == members.tolist()
+        assert keys[live].tolist() == copies._band_digest(work, work.manifest().shingle)[docs[live]].tolist()
     assert max(segments) >= 2 and 0 in segments[1:]  # segments appended, and compacted into a base again
 
 
@@ -329,7 +348,7 @@ def test_copy_classes_updated_from_the_last_run_equal_those_computed_afresh(tmp_
         assert isinstance(record, CandidatesRecord) and isinstance(shingle, ShingleRecord)
         pairing = Pairing.load(work, record)
         assert pairing.documents == sum(shingle.shard_docs)
-        afresh = copy_classes(work, shingle, pairing.pairable_mask())
+        afresh, _ = copy_classes(work, shingle, pairing.pairable_mask())
         assert pairing.copies.rows.tolist() == afresh.rows.tolist()
         stored = pairing.dense_labels()
         sizes = np.bincount(stored[stored >= 0])
@@ -691,6 +710,7 @@ def test_a_work_dir_from_before_copies_were_stored_reports_the_same_pairs_and_gr
 def test_copy_classes_regroup_a_document_that_can_pair_only_now_with_its_class(tmp_path):
     """copy_classes(previous): a document that could not pair in the last run but can now joins the class of its
     copies, whose classes were not touched otherwise; the result equals the classes afresh."""
+    from nearDup.pipeline.candidates import digest_runs
     from nearDup.pipeline.copies import Copies, Pairing, copy_classes
     from nearDup.store.workdir import WorkDir
 
@@ -704,7 +724,10 @@ def test_copy_classes_regroup_a_document_that_can_pair_only_now_with_its_class(t
     work = WorkDir(index)
     record, shingle = work.manifest().candidates, work.manifest().shingle
     mask = Pairing.load(work, record).pairable_mask()
-    afresh = copy_classes(work, shingle, mask)
+    afresh, _ = copy_classes(work, shingle, mask)
+    runs = [tuple(np.load(work.output("candidates", name, record.key), mmap_mode="r") for name in files)
+            for files in digest_runs(record)]
+    assert len(runs) == 1  # (the base)
     label = Pairing(mask, afresh).dense_labels()
     sizes = np.bincount(label[label >= 0])
     big = int(np.flatnonzero(sizes >= 4)[0])  # the class of four copies, by its label
@@ -715,7 +738,8 @@ def test_copy_classes_regroup_a_document_that_can_pair_only_now_with_its_class(t
             rest = np.flatnonzero(label == big)[1:]
             previous[rest] = rest[0]
         before = Pairing(previous >= 0, Copies.of(previous))
-        assert copy_classes(work, shingle, mask, before).rows.tolist() == afresh.rows.tolist()
+        for last_runs in (None, runs):  # every digest read, or the last run's digest index looked up
+            assert copy_classes(work, shingle, mask, before, last_runs)[0].rows.tolist() == afresh.rows.tolist()
 
 
 @pytest.mark.parametrize("files", [3, 64, 300])

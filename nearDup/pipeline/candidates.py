@@ -391,12 +391,17 @@ def run(runner: Runner, params: CandidateParams) -> CandidatesRecord:
                             shard_keys=shingle_record.shard_keys, documents=int(sum(shingle_record.shard_docs)))
     previous = _previous_candidates(work, basis)
     last = Pairing.load(work, previous) if previous is not None else None
-    pairing = Pairing(mask, copy_classes(work, shingle_record, mask, last),
-                      None if ascending else ranks(order, basis.documents))
+    bands = upstream.params.bands
+    pairable_docs = int(np.count_nonzero(mask))
+    new = int(np.count_nonzero(mask[last.documents:])) if last is not None else pairable_docs
+    segment = _next_segment(work, previous, pairable_docs, bands, new) if previous is not None else 0
+    old_digests = digest_runs(previous) if previous is not None else []
+    copies, digest_run = copy_classes(work, shingle_record, mask, last, _load_runs(work, previous, old_digests)
+                                      if previous is not None and old_digests else None)
+    pairing = Pairing(mask, copies, None if ascending else ranks(order, basis.documents))
     del order
     pairing_files = Pairing.files(work, key, ascending)
     pairing.save(work, pairing_files)
-    bands = upstream.params.bands
     if params.method == "exact" or (params.method == "auto" and _join_may_pay(runner, docs.catalog,
                                                                              pairing.heads(), bands)):
         join = _join_input(work, key, shingle_record, pairing.heads())
@@ -404,9 +409,7 @@ def run(runner: Runner, params: CandidateParams) -> CandidatesRecord:
         if method == "exact":
             return _run_exact(runner, key, params, upstream.key, join, pairing.copies, small, pairing_files)
         join.remove()
-    pairable_docs = int(np.count_nonzero(mask))
-    new = int(np.count_nonzero(mask[last.documents:])) if last is not None else pairable_docs
-    segment = _next_segment(work, previous, pairable_docs, bands, new) if previous is not None else 0
+    digests = _save_digest_index(work, key, previous, old_digests, digest_run, segment, pairing)
     files = _index_files(bands, segment)  # what this run's tasks write
     changed = _changed_documents(work, key, mask, last) if last is not None else ()
     if previous is None and runner.engine.shuffle:
@@ -438,7 +441,7 @@ def run(runner: Runner, params: CandidateParams) -> CandidatesRecord:
     work.save_jsonl(work.output("candidates", "large_buckets.jsonl", key), large)
     record = CandidatesRecord(
         key=key, params=params, upstream=upstream.key, basis=basis,
-        files=_files(work, "candidates", key, *pairing_files, *stored, "large_buckets.jsonl",
+        files=_files(work, "candidates", key, *pairing_files, *stored, "large_buckets.jsonl", *digests,
                      *(name for s in range(segment + 1) for _, k, d in _index_files(bands, s) for name in (k, d))),
         stats=CandidatesStats(candidates=count, large_buckets=len(large), small=small,
                               method="lsh" if params.method == "auto" else None))
@@ -448,6 +451,46 @@ def run(runner: Runner, params: CandidateParams) -> CandidatesRecord:
                + (f"; {plural(small, 'document')} under {_limits(params)} skipped (never paired)" if small else ""))
     _warn_large_buckets(runner, large, params.max_bucket, docs, work.output("candidates", "large_buckets.jsonl", key))
     return record
+
+
+def _digest_files(segment: int) -> tuple[str, str]:
+    """(keys file, docs file) of the digest index's base (segment 0) or of a segment."""
+    tail = f".s{segment:03d}" if segment else ""
+    return f"digests{tail}.keys.npy", f"digests{tail}.docs.npy"
+
+
+def digest_runs(record: CandidatesRecord) -> list[tuple[str, str]]:
+    """The (keys, docs) file names of a record's digest index: its base, then each segment (none: a record from
+    before it was kept)."""
+    tails = sorted(name[len("digests"):-len(".keys.npy")] for name in record.files
+                   if name.startswith("digests") and name.endswith(".keys.npy"))
+    return [_digest_files(int(tail[2:]) if tail else 0) for tail in tails]
+
+
+def _load_runs(work: WorkDir, record: CandidatesRecord, names: list[tuple[str, str]]
+               ) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The (keys, docs) runs of a record's files, mapped."""
+    return [(work.load_array(work.output("candidates", k, record.key), "candidates", mmap=True),
+             work.load_array(work.output("candidates", d, record.key), "candidates", mmap=True)) for k, d in names]
+
+
+def _save_digest_index(work: WorkDir, key: str, previous: CandidatesRecord | None, old: list[tuple[str, str]],
+                       run: tuple[np.ndarray, np.ndarray], segment: int, pairing: Pairing) -> list[str]:
+    """Keep the digest index (copies.copy_classes) as the band index is kept: the new documents' run (run)
+    appended as segment `segment` to the last run's base and segments, linked under this key; or, at a compacting
+    run (segment 0), all of them merged into a new base without the documents that left. A run without the last
+    run's digest index (run: the base of every pairable document) writes it as a base. Returns its file names."""
+    if previous is not None and old and segment:
+        for name in (name for files in old for name in files):
+            work.link(work.output("candidates", name, previous.key), work.output("candidates", name, key))
+        runs = [*old, _digest_files(segment)]
+    else:
+        if previous is not None and old:
+            run = lsh.merge_runs([*_load_runs(work, previous, old), run], pairing.rank)
+        runs = [_digest_files(0)]
+    for name, array in zip(runs[-1], run):
+        work.save_array(work.output("candidates", name, key), array)
+    return [name for files in runs for name in files]
 
 
 def _changed_documents(work: WorkDir, key: str, pairable: np.ndarray, last: Pairing) -> tuple[str, str]:

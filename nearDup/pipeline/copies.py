@@ -15,6 +15,8 @@ each document in closed form (`class_degree`). 3,000 copies are one entry, not 4
 """
 from __future__ import annotations
 
+import copy
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -34,9 +36,11 @@ EXPAND_CHUNK = 100_000  # expanded pairs made and sorted at once, about
 
 
 def copy_classes(work: WorkDir, shingle_record: ShingleRecord, pairable: np.ndarray,
-                 previous: Pairing | None = None) -> Copies:
+                 previous: Pairing | None = None, runs: list[tuple[np.ndarray, np.ndarray]] | None = None
+                 ) -> tuple[Copies, tuple[np.ndarray, np.ndarray]]:
     """The classes of copies among the documents that can pair (pairable: bool by global number): a document's
-    label is the smallest number of the pairable documents whose shingle set is equal to its own.
+    label is the smallest number of the pairable documents whose shingle set is equal to its own; and a run of the
+    digest index (sorted digests, their documents: lsh.band_index of the digests).
 
     Candidates are found by a digest of each document's band keys (equal sets have equal keys), then by the
     fingerprint of identical_sets (length, sum of fmix64 of the elements), then confirmed element by element
@@ -47,46 +51,62 @@ def copy_classes(work: WorkDir, shingle_record: ShingleRecord, pairable: np.ndar
     previous: the Pairing of the last run, whose documents kept their numbers (its shards are a prefix of
     today's): then only the documents that share a digest with a document added or gone since are grouped again,
     and the others keep their classes (a class is whole within one digest, so it is kept or grouped again whole).
-    Nothing here is an array of every document but the digests and pairable (at 10M documents a label per
-    document, made, stored and read again each run, cost ~0.3 CPU s)."""
+    Those documents are found in the last run's digest index (runs: its base and segments, as the band index is
+    kept), so that no digest of every document is read nor compared (at 10M documents, 0.4 CPU s a run); the run
+    returned then is the new documents' segment. Without runs (a work dir from before them), or without previous,
+    every digest is read, and the run returned is the base of every pairable document."""
     kept = np.empty((0, 2), np.int64)
-    everyone = None
+    if previous is None or runs is None:
+        everyone = _band_digest(work, shingle_record)
+        base = np.flatnonzero(pairable)
+        base_run = lsh.band_index(everyone[base], base)
     if previous is None:
-        members = np.flatnonzero(pairable)  # ascending, without a sort
+        members_run = base_run
     else:
         old = previous.documents
         was, now = previous.pairable_mask(), pairable[:old]
         gone, arrived = np.flatnonzero(was & ~now), np.flatnonzero(now & ~was)  # (arrived: none, as rows never
         new = old + np.flatnonzero(pairable[old:])                               # come back to life; a guard)
-        everyone = _band_digest(work, shingle_record)
-        touched = sets.sorted_unique(np.concatenate([everyone[new], everyone[gone], everyone[arrived]]))
+        if runs is None:
+            changed = np.concatenate([new, gone, arrived])
+            digests = everyone[changed]
+        else:
+            starts = part_starts(shingle_record)
+            first = int(np.searchsorted(starts, old))  # the shards numbered from old on: the new documents'
+            tail = work.load_parts("band", shingle_record.shard_numbers[first:], DIGEST, np.dtype(U64),
+                                   shingle_record.shard_docs[first:])
+            changed = np.concatenate([new, gone, arrived])
+            digests = np.concatenate([tail[new - old], _digests_of(work, shingle_record, np.r_[gone, arrived])])
+        touched = sets.sorted_unique(digests)
         # grouped again: every member whose digest a new, gone or arrived document has (a gone label's class has
         # its digest); the others keep their classes
-        hit = np.flatnonzero(sets.in_few(everyone[:old], touched) & now)
+        if runs is None:
+            hit = np.flatnonzero(sets.in_few(everyone[:old], touched) & now & was)  # (arrived ones: below)
+            hit_digests = everyone[hit]
+        else:
+            hit_digests, hit = lsh.runs_members(runs, touched)
+            alive = now[hit] & was[hit]  # (the runs keep the documents that left until they are compacted)
+            hit_digests, hit = hit_digests[alive], hit[alive]
         rows = previous.copies.rows
         kept = rows[~sets.in_sorted(rows[:, 1], np.sort(np.concatenate([hit, gone])))]
-        members = np.concatenate([hit, new])
-    found = _grouped_copies(work, shingle_record, members, everyone)
+        is_new = np.r_[np.ones(len(new), bool), np.zeros(len(gone), bool), np.ones(len(arrived), bool)]
+        regrouped = np.concatenate([hit_digests, digests[is_new]]), np.concatenate([hit, changed[is_new]])
+        by = np.lexsort(regrouped[::-1])  # by digest, then number
+        members_run = regrouped[0][by], regrouped[1][by]
+        if runs is not None:
+            base_run = lsh.band_index(digests[is_new], changed[is_new])
+    found = _grouped_copies(work, shingle_record, *members_run)
     rows = np.concatenate([kept, found])
-    return Copies(rows[np.lexsort((rows[:, 1], rows[:, 0]))])
+    return Copies(rows[np.lexsort((rows[:, 1], rows[:, 0]))]), base_run
 
 
-def _grouped_copies(work: WorkDir, shingle_record: ShingleRecord, members: np.ndarray,
-                    everyone: np.ndarray | None) -> np.ndarray:
-    """The (label, member) rows of the classes of two or more among members (ascending)."""
-    if len(members) < 2:
-        return np.empty((0, 2), np.int64)
-    if everyone is None:
-        everyone = _band_digest(work, shingle_record)
-    digest = everyone[members]
-    del everyone
-    by = np.argsort(digest, kind="stable")  # ascending numbers within a digest
-    d = digest[by]
-    del digest
-    same = d[1:] == d[:-1]  # as its predecessor; the client holds these arrays for 10M documents: no more of them
-    del d
+def _grouped_copies(work: WorkDir, shingle_record: ShingleRecord, digest: np.ndarray,
+                    members: np.ndarray) -> np.ndarray:
+    """The (label, member) rows of the classes of two or more among members (sorted by digest, ascending numbers
+    within a digest: lsh.band_index)."""
+    same = digest[1:] == digest[:-1]  # as its predecessor; the client holds these arrays for 10M documents: no more
     at = np.flatnonzero(np.r_[same, False] | np.r_[False, same])  # the positions of digests held twice or more
-    docs = members[by[at]]
+    docs = members[at]
     group = np.cumsum(np.r_[True, ~same][at]) - 1  # numbered in digest order (only the order is used)
     if not len(docs):
         return np.empty((0, 2), np.int64)
@@ -99,6 +119,14 @@ def _grouped_copies(work: WorkDir, shingle_record: ShingleRecord, members: np.nd
         label[lo:hi] = docs[lo:hi][_equal_to_first(shingles, part_starts(shingle_record), docs[lo:hi],
                                                    group[lo:hi])]
     return Copies.rows_of(docs, label)
+
+
+def _digests_of(work: WorkDir, shingle_record: ShingleRecord, numbers: np.ndarray) -> np.ndarray:
+    """The band digests of a few documents, from their shards' files."""
+    if not len(numbers):
+        return np.empty(0, U64)
+    return sets.gather_rows(PartitionArrays(work, "band", (DIGEST,), shingle_record.shard_numbers),
+                            part_starts(shingle_record), numbers)
 
 
 def _band_digest(work: WorkDir, shingle_record: ShingleRecord) -> np.ndarray:
@@ -148,9 +176,9 @@ class Copies:
     def rows_of(docs: np.ndarray, label: np.ndarray) -> np.ndarray:
         """The rows of documents docs with labels label (each the smallest number of its class; a document whose
         label is another's is a copy, and its label heads a class), unsorted."""
-        copy = label != docs
-        heads = sets.sorted_unique(label[copy])
-        return np.concatenate([np.stack([heads, heads], axis=1), np.stack([label[copy], docs[copy]], axis=1)])
+        copied = label != docs
+        heads = sets.sorted_unique(label[copied])
+        return np.concatenate([np.stack([heads, heads], axis=1), np.stack([label[copied], docs[copied]], axis=1)])
 
     @classmethod
     def of(cls, label: np.ndarray) -> Copies:
@@ -473,6 +501,12 @@ def directed(lo: np.ndarray, hi: np.ndarray, size: np.ndarray) -> tuple[np.ndarr
     return np.where(swap, hi, lo), np.where(swap, lo, hi)
 
 
+KEEP_PAIRS = 1_000_000  # pairs a Listing keeps once made (24 bytes each)
+# the Listing a verify stage made, by the WorkDir it ran on and its key: the report of the same run (the same
+# WorkDir object) reads it back; another run, or a work dir opened again, reads the files
+_MADE: weakref.WeakKeyDictionary[WorkDir, tuple[str, Listing]] = weakref.WeakKeyDictionary()
+
+
 class Listing:
     """Verified pairs in the order of the listing (best first, then by ids) as columns, not records: names (the ids,
     sorted), each entry's values, and chunks of (a, b, entry), a and b the ranks in names of a pair's ends (with
@@ -484,21 +518,37 @@ class Listing:
     def __init__(self, ids: dict[int, str], entries: ClassPairs, scores: np.ndarray, sizes: np.ndarray,
                  contained: bool, involving: set[str] | None = None):
         self.names, self._rank = ranked(ids)
-        # involving: only the pairs with an end among these ids (--new-only), by rank
-        self._keep = None if involving is None else np.array([name in involving for name in self.names], bool)
         self.entries, self.scores, self.sizes, self.contained = entries, scores, sizes, contained
         # a record's fields but its ends a and b, sorted as pairs.jsonl has them
         self.fields = ("containment",) * contained + ("estimate", "intersection", "jaccard", "union")
+        self._keep: np.ndarray | None = None
+        self._made: list[tuple[np.ndarray, ...]] | None = None  # expanded_pairs' chunks, kept when few (chunks)
+        self.involving(involving)
+
+    def involving(self, ids: set[str] | None) -> Listing:
+        """Only the pairs with an end among ids from now on (--new-only; None: every pair)."""
+        self._keep = None if ids is None else np.array([name in ids for name in self.names], bool)
+        return self
 
     @classmethod
     def stored(cls, work: WorkDir, entries: ClassPairs | None = None, involving: set[str] | None = None) -> Listing:
         """The verified pairs of a work dir (what its pairs.jsonl holds), from verify's stored arrays (entries:
-        verified_entries, if read already)."""
+        verified_entries, if read already); or, when this process's verify stage made them, the Listing it made
+        (remembered), whose ids and pairs the report would otherwise make again (~0.2 CPU s for 110,000 pairs
+        among 10M documents)."""
+        key, made = _MADE.get(work, ("", None))
+        if made is not None and entries is None and key == require(work, VerifyRecord).key:
+            return copy.copy(made).involving(involving)
         entries = verified_entries(work) if entries is None else entries
         ids = load_catalog(work, require(work, ShingleRecord)).ids_of(sets.sorted_unique(entries.members).tolist())
         return cls(ids, entries, work.load_array(work.current("verify", "scores.npy"), "verify"),
                    work.load_array(work.current("verify", "sizes.npy"), "verify"),
                    require(work, VerifyRecord).params.metric == "containment", involving)
+
+    def remember(self, work: WorkDir, key: str) -> None:
+        """Listing.stored(work) gives this one while work's verify record is `key` (files are made by key, and a
+        key's are always the same)."""
+        _MADE[work] = (key, self)
 
     def column(self, field: str) -> np.ndarray:
         """Each entry's value of a pair's field: its score (jaccard, or containment), estimate, intersection,
@@ -523,9 +573,13 @@ class Listing:
         return [self.texts(f, f', "{f}": {{!r}}'.format) for f in fields]
 
     def chunks(self) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
-        """(a, b, entry) of the pairs, a bounded number at a time (expanded_pairs), in the listing's order."""
+        """(a, b, entry) of the pairs, a bounded number at a time (expanded_pairs), in the listing's order. Up to
+        KEEP_PAIRS pairs are made once and kept (pairs.jsonl, then the report, list them)."""
         size = set_sizes_by_rank(self.entries, self.sizes, self._rank) if self.contained else None
-        for lo, hi, at in expanded_pairs(self.entries, self._rank, self.scores[:, 0]):
+        made = self._made if self._made is not None else expanded_pairs(self.entries, self._rank, self.scores[:, 0])
+        if self._made is None and int(self.entries.count().sum()) <= KEEP_PAIRS:
+            made = self._made = list(made)
+        for lo, hi, at in made:
             if self._keep is not None:
                 kept = self._keep[lo] | self._keep[hi]
                 lo, hi, at = lo[kept], hi[kept], at[kept]

@@ -12,7 +12,7 @@ from ..kernels import lsh, recall, sets
 from ..store.manifest import STAGES, BandRecord, RecallStats, ShingleRecord, VerifyRecord, VerifyStats
 from ..store.workdir import WorkDir
 from ..wording import plural
-from .copies import ClassPairs, Listing, verified_entries
+from .copies import ClassPairs, Listing
 from .driver import require
 
 
@@ -26,14 +26,14 @@ class StoredPairs:
         self.work, self.path, self.involving = work, work.current("verify", "pairs.jsonl"), involving
         self._count = None if involving is not None else record.stats.pairs
 
-    # read once for the count, the print and the summary (at 10M documents, the classes' 80 MB each time)
-    @functools.cached_property
-    def _entries(self) -> ClassPairs:
-        return verified_entries(self.work)
-
+    # read once for the count, the print and the summary; the Listing that this run's verify made, if it did
     @functools.cached_property
     def _columns(self) -> Listing:
-        return Listing.stored(self.work, self._entries, self.involving)
+        return Listing.stored(self.work, involving=self.involving)
+
+    @property
+    def _entries(self) -> ClassPairs:
+        return self._columns.entries
 
     def __iter__(self):
         return self._columns.records()  # what pairs.jsonl holds, without parsing it

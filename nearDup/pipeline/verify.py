@@ -137,8 +137,9 @@ def run(runner: Runner, params: VerifyParams) -> VerifyRecord:
     work.save_array(work.output("verify", "pairs.npy", key), accepted)
     work.save_array(work.output("verify", "scores.npy", key), scores)
     work.save_array(work.output("verify", "sizes.npy", key), sizes)
+    listing = Listing(ids, entries, scores, sizes, contained)
     with atomic_file(work.output("verify", "pairs.jsonl", key), "w") as f:
-        for text in _pair_lines(Listing(ids, entries, scores, sizes, contained)):
+        for text in _pair_lines(listing):
             f.write(text)
     todo_path.unlink()
     record = VerifyRecord(key=key, params=params, upstream=upstream.key, basis=basis,
@@ -148,6 +149,7 @@ def run(runner: Runner, params: VerifyParams) -> VerifyRecord:
                                             recall=EXACT_RECALL if upstream.stats.method == "exact" else
                                             estimated_recall(work, scores[:, 0], counts, params.threshold)))
     work.record_stage("verify", record)
+    listing.remember(work, key)
     reused = f" ({len(pairs) - n} known from the last run)" if len(pairs) > n else ""
     runner.log(f"verify: {found} of {plural(candidates, 'candidate pair has', 'candidate pairs have')} "
                f"exact {_named(params)} >= {params.threshold}{reused}")

@@ -25,6 +25,9 @@
                                        class's label is the smallest number with its set
       candidates/KEY.rank.npy          int64 (n,): each document's place in id order, -1 if it cannot pair; only
                                        when the ids do not ascend with the numbers (else a number is its rank)
+      candidates/KEY.digests.keys.npy, .docs.npy   the band digests of the documents that can pair, sorted, and
+                                       their numbers: the digest index, a base and a segment .sNNN per run that
+                                       added documents, kept as the band index is (copies.copy_classes)
       candidates/KEY.pairs.npy         int64 (m, 2) class pairs of small buckets, a <= b, sorted: (A, B) stands for
                                        A x B, (A, A) for the pairs within class A (--method exact: of the join;
                                        then no counts, star_counts nor band index)
