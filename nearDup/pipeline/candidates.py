@@ -400,6 +400,8 @@ def run(runner: Runner, params: CandidateParams) -> CandidatesRecord:
                                       if previous is not None and old_digests else None)
     pairing = Pairing(mask, copies, None if ascending else ranks(order, basis.documents))
     del order
+    digests = _save_digest_index(work, key, previous, old_digests, digest_run, segment, pairing)
+    del digest_run  # (at 10M documents a base is 160 MB of the client's)
     pairing_files = Pairing.files(work, key, ascending)
     pairing.save(work, pairing_files)
     if params.method == "exact" or (params.method == "auto" and _join_may_pay(runner, docs.catalog,
@@ -409,7 +411,6 @@ def run(runner: Runner, params: CandidateParams) -> CandidatesRecord:
         if method == "exact":
             return _run_exact(runner, key, params, upstream.key, join, pairing.copies, small, pairing_files)
         join.remove()
-    digests = _save_digest_index(work, key, previous, old_digests, digest_run, segment, pairing)
     files = _index_files(bands, segment)  # what this run's tasks write
     changed = _changed_documents(work, key, mask, last) if last is not None else ()
     if previous is None and runner.engine.shuffle:
