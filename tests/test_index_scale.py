@@ -561,22 +561,25 @@ def test_distinct_live_ids_of_segments(ids, live, distinct, ascending):
     assert catalog.distinct_live_ids() == distinct and catalog.ids_ascending == ascending
 
 
-def test_the_rows_of_each_range_of_a_segmented_catalog_are_those_of_the_catalog_whole():
-    """_rows_by_item reads the item column segment by segment: each range's live rows as from the joined column,
-    with a range whose rows fall in two segments and one that comes back in a later segment."""
-    from nearDup.store.catalog import Catalog, JoinedColumns, _rows_by_item
+def test_the_item_runs_of_a_segmented_catalog_are_those_of_each_segment():
+    """_item_runs reads the item column segment by segment: the runs of equal values of each (a range whose rows
+    fall in two segments is two runs, one that comes back in a later segment another), in global rows, against a
+    loop over the rows."""
+    from nearDup.store.catalog import Catalog, JoinedColumns, _item_runs
 
     items = [b"a", b"a", b"b", b"b", b"b", b"c", b"c", b"a", b"d"]
     cuts = [0, 3, 3, 6, 9]  # segments of 3, 0, 3 and 3 rows: "b" runs across the first two that hold rows
     segments = [{"item": np.array(items[lo:hi], "S1"), "size": np.arange(lo, hi)}
                 for lo, hi in itertools.pairwise(cuts)]
     live = np.array([1, 0, 1, 1, 1, 0, 1, 1, 1], np.int8)
-    got = _rows_by_item(Catalog(JoinedColumns(segments, {"live": live})), live.astype(bool))
-    truth: dict = {}
+    starts, counts, values = _item_runs(Catalog(JoinedColumns(segments, {"live": live})))
+    truth: list = []
     for n, item in enumerate(items):
-        if live[n]:
-            truth.setdefault(item, []).append(n)
-    assert {k: v.tolist() for k, v in got.items()} == truth
+        if truth and item == truth[-1][2] and n not in cuts:
+            truth[-1][1] += 1
+        else:
+            truth.append([n, 1, item])
+    assert [list(run) for run in zip(starts.tolist(), counts.tolist(), values.tolist())] == truth
 
 
 def test_each_band_shard_keeps_the_digest_of_its_keys_and_a_missing_one_is_made_again(tmp_path):
@@ -764,3 +767,29 @@ def test_a_run_of_jsonl_or_plain_text_never_imports_the_extractors(tmp_path):
         done = subprocess.run([sys.executable, "-c", probe, "run", *args, "-w", str(tmp_path / args[-1][-4:])],
                               capture_output=True, text=True)
         assert done.stderr.splitlines()[-1] == "False", done.stderr
+
+
+def test_the_shards_kept_are_those_holding_a_live_row_with_their_first_rows():
+    """_live_shards finds the shards with a live row by one reduction over the rows: against a loop over the
+    shards, with empty shards (first, between and last), one whose only live row is its last, and dropped ones."""
+    from types import SimpleNamespace
+
+    from nearDup.pipeline.shingle import _live_shards, _rows_of
+
+    docs = [0, 2, 0, 3, 1, 4, 2, 0]
+    rng = np.random.default_rng(5)
+    for trial in range(40):
+        live = rng.random(sum(docs)) < (0.0 if trial == 0 else 0.3)
+        live[4] = trial % 2 == 1  # shard 3's last row
+        base = SimpleNamespace(shard_docs=docs, shard_numbers=[10 + i for i in range(len(docs))],
+                               shard_keys=[f"k{i}" for i in range(len(docs))], shard_bytes=[100 * i for i in docs])
+        kept = _live_shards(base, live)
+        truth, start = [], 0
+        for i, count in enumerate(docs):
+            if live[start:start + count].any():
+                truth.append((10 + i, f"k{i}", count, 100 * count, start))
+            start += count
+        assert list(zip(kept.numbers, kept.keys, kept.docs, kept.bytes, kept.starts)) == truth
+        if truth:
+            rows = _rows_of(list(zip(kept.starts, kept.docs)))
+            assert rows.tolist() == [s + j for *_, count, _, s in truth for j in range(count)]
