@@ -25,12 +25,15 @@ from ..errors import InputError, WorkDirError
 from ..kernels.shingle import prepare_word_tables
 from ..store.catalog import (
     Catalog,
+    IdsAscend,
+    ItemRuns,
     ShardRows,
     binary_columns,
     binary_of,
     fingerprint,
     fingerprint_after,
     item_digest,
+    item_runs,
     plan,
     shard_columns,
     skip_known_binary,
@@ -127,6 +130,9 @@ LIVE = "catalog.live.npy"  # with segments: every row's liveness, int8 (a run ch
 SEGMENTS_MAX = 16
 BINARY = "binary.npz"  # the binary files skipped, with their fingerprints (catalog.binary_columns)
 CUTS = "cuts.npz"  # how each JSONL file was cut into items (text.inputs.Cut), reused while the file is unchanged
+# records: what a run knows of the catalog's columns without reading them again: the runs of its item column
+# (catalog.item_runs) and whether its live ids ascend (catalog.IdsAscend)
+ITEMS = "items.npz"
 SKIPPED_NOUNS = {"hidden": ("hidden entry", "hidden entries"), "symlink": ("symlink",), "excluded": ("excluded file",),
                  "special": ("special file",),
                  SAME_FILE: ("path of a file already listed", "paths of files already listed")}
@@ -167,7 +173,8 @@ def run(runner: Runner, args: list[str], source: SourceParams, params: ShinglePa
     stored = _stored_catalog(runner, previous) if previous is not None else Catalog.empty()
     known = _stored_binary(runner, base) if base is not None and not rebuild and not streamed else {}
     items, binary = skip_known_binary([] if streamed else listing.items, known)  # not opened again
-    todo = plan(stored if base is not None else Catalog.empty(), items, source)
+    runs, ascend = _stored_items(runner, base) if base is not None and source.records else (None, None)
+    todo = plan(stored if base is not None else Catalog.empty(), items, source, runs=runs)
     if (base is not None and not rebuild and not todo.todo and todo.catalog.same(stored)
             and base.inputs == inputs and len(binary) == len(known) and base.cwd == os.getcwd()
             and (base.links or {}) == listing.links):
@@ -231,11 +238,15 @@ def run(runner: Runner, args: list[str], source: SourceParams, params: ShinglePa
     else:  # a catalog of every row: the first, or rows renumbered (a shard dropped), patched or too many segments
         work.save_columns(work.output("shingle", CATALOG, key), stored_columns(segments))
         tables = [CATALOG]
-    del segments, catalog
     if binary:
         work.save_table(work.output("shingle", BINARY, key), binary_columns(binary))
     if listing.cuts:  # complete now: a streamed listing is consumed by the shingle tasks
         work.save_table(work.output("shingle", CUTS, key), cut_columns(listing.cuts))
+    # records: the stored rows' item runs as the plan had them (unless rows moved), then the new shards'
+    runs = item_runs(segments, first=todo.runs if catalog is todo.catalog else None) if source.records else None
+    if catalog is not todo.catalog or len(todo.patched) or ascend is None or ascend[0] != len(catalog):
+        ascend = None  # the rows it vouched for renumbered or renamed
+    del segments, catalog
     _CATALOGS.clear()  # the next load maps the new file
     record = ShingleRecord(key=key, params=params, source=source, content=content, inputs=inputs, cwd=os.getcwd(),
                            shard_keys=kept.keys, shard_numbers=kept.numbers, shard_docs=kept.docs,
@@ -244,7 +255,12 @@ def run(runner: Runner, args: list[str], source: SourceParams, params: ShinglePa
                                         *([CUTS] if listing.cuts else [])),
                            stats=ShingleStats.from_json(totals), links=listing.links or None)
     first = listing.items[:1] if not streamed else [next(iter(new.parts[0]))] if new.parts else []
-    _check_documents(runner, record, params, args, first if source.records else ())
+    ascend = _check_documents(runner, record, params, args, first if source.records else (), ascend)
+    if runs is not None:  # (written once the ids are checked: the check's finding goes in)
+        work.save_table(work.output("shingle", ITEMS, key), {
+            **dict(zip(("start", "rows", "item"), runs)), "ascend": np.array(ascend[:1] if ascend else [], np.int64),
+            "last_id": np.array([ascend[1]] if ascend and ascend[1] is not None else [], np.bytes_)})
+        record = dataclasses.replace(record, files={**record.files, **_files(work, "shingle", key, ITEMS)})
     work.record_stage("shingle", record)
     runner.log(f"shingle: {_shingle_summary(record)}" + (f"; {reused} of {plural(len(new.parts), 'new partition')} "
                                                           "reused from an interrupted run" if reused else ""))
@@ -418,6 +434,20 @@ def _stored_binary(runner: Runner, record: ShingleRecord) -> dict:
         return {}
 
 
+def _stored_items(runner: Runner, record: ShingleRecord) -> tuple[ItemRuns | None, IdsAscend | None]:
+    """The item runs of the stored catalog and what the last check of its ids found (none if it kept none, as
+    before they were kept, or they are damaged: then the plan reads its item column, the check every id)."""
+    if ITEMS not in record.files:
+        return None, None
+    try:
+        table = runner.work.load_table(runner.work.output("shingle", ITEMS, record.key), "shingle")
+        rows, last = table["ascend"].tolist(), table["last_id"].tolist()
+        return (table["start"], table["rows"], table["item"]), ((rows[0], last[0] if last else None) if rows
+                                                                else None)
+    except (WorkDirError, KeyError, IndexError):
+        return None, None
+
+
 def _stored_cuts(runner: Runner, record: ShingleRecord) -> dict:
     """The JSONL files' cuts of the stored record (none if it kept none, or they are damaged: then the files are
     read for their newlines again)."""
@@ -437,10 +467,11 @@ def _binary_found(part: PackedItems, ids) -> dict:
     return {item.id: (item.size, item.mtime_ns, item.inode) for item in part if item.id in wanted}
 
 
-def _check_documents(runner: Runner, record: ShingleRecord, params: ShingleParams, args: list[str], items=()
-                     ) -> None:
+def _check_documents(runner: Runner, record: ShingleRecord, params: ShingleParams, args: list[str], items=(),
+                     known: IdsAscend | None = None) -> IdsAscend | None:
     """Stop when there is nothing to pair; items: the JSONL items, whose first record names its fields when
-    the --id-field or --text-field given is not one of them."""
+    the --id-field or --text-field given is not one of them. Records: their ids must be distinct (known: what
+    the last check found of the first rows); returns whether they ascend (Catalog.ascend)."""
     stats, source = record.stats, record.source
     where = " ".join(args)
     if not stats.docs and items:
@@ -460,7 +491,7 @@ def _check_documents(runner: Runner, record: ShingleRecord, params: ShingleParam
                          f"lower -k or use --unit char")
     if source.records:
         catalog = load_catalog(runner.work, record)
-        if not catalog.distinct_live_ids():  # then which: a Python string per row, on this rare path only
+        if not catalog.distinct_live_ids(known):  # then which: a Python string per row, on this rare path only
             ids = [catalog.ids[n] for n in np.flatnonzero(catalog.live)]
             seen, dup = set(), []
             for i in ids:
@@ -471,6 +502,8 @@ def _check_documents(runner: Runner, record: ShingleRecord, params: ShingleParam
                              f"{', '.join(map(repr, dup[:5]))}{' ...' if len(dup) > 5 else ''}; "
                              f"ids must be unique")
         catalog.let_go()  # the ids and liveness of every row: out of the client's RSS until a stage reads them
+        return catalog.ascend
+    return None
 
 
 def _shingle_summary(record: ShingleRecord) -> str:
