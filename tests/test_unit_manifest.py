@@ -165,6 +165,19 @@ def test_a_record_of_the_wrong_shape_is_refused_once_read(index, tmp_path):
     assert dataclasses.is_dataclass(RECORDS["verify"])
 
 
+@pytest.mark.parametrize("stage,field,value", [("shingle", "shards", True), ("shingle", "docs", "3"),
+                                               ("signature", "partitions", 7), ("band", "shards", 1.0)])
+def test_a_shard_list_with_an_entry_of_the_wrong_type_is_refused(index, tmp_path, stage, field, value):
+    """The shard lists are checked entry by entry (a bool is not an int, nor a float)."""
+    stored = json.loads((index / MANIFEST).read_text(encoding="utf-8"))
+    stored["stages"][stage][field][-1] = value
+    (tmp_path / "w").mkdir()
+    WorkDir(tmp_path / "w")
+    (tmp_path / "w" / MANIFEST).write_text(json.dumps(stored), encoding="utf-8")
+    with pytest.raises(WorkDirError, match="manifest is corrupt"):
+        WorkDir(tmp_path / "w", create=False).manifest()
+
+
 def test_inspect_shows_each_record_as_the_manifest_holds_it(index):
     stored = json.loads((index / MANIFEST).read_text(encoding="utf-8"))
     lines = invoke("-w", index, "inspect").stdout.splitlines()
