@@ -214,7 +214,7 @@ def run(runner: Runner, args: list[str], source: SourceParams, params: ShinglePa
         assert base is not None
         rows = fingerprint_after(base.key, todo.catalog, ranges, todo.patched, added)
         last = load_catalog(work, base)  # as stored: the rows that died were live in it
-        died = last.take(np.flatnonzero(last.live & ~todo.catalog.live))
+        died = last.take(np.flatnonzero(np.greater(last.live, todo.catalog.live)))  # (live then, not now)
         totals.update(summary_after(_summary_of(base.stats), died, added))
     else:
         rows = fingerprint(segments)
@@ -233,7 +233,7 @@ def run(runner: Runner, args: list[str], source: SourceParams, params: ShinglePa
             tables.append(_catalog_segment(len(tables)))
             work.save_columns(work.output("shingle", tables[-1], key), stored_columns(added))
         work.save_array(work.output("shingle", LIVE, key),
-                        np.concatenate([catalog.live, *(s.column("live") != 0 for s in added)]).astype(np.int8))
+                        np.concatenate([catalog.live, *(s.column("live") != 0 for s in added)]).view(np.int8))
         tables.append(LIVE)
     else:  # a catalog of every row: the first, or rows renumbered (a shard dropped), patched or too many segments
         work.save_columns(work.output("shingle", CATALOG, key), stored_columns(segments))
