@@ -39,6 +39,15 @@ def item_digest(item: Item) -> str:
 IdsAscend = tuple[int, bytes | None]
 
 
+def decoded(values: list[bytes]) -> list[str]:
+    """UTF-8 values (surrogates kept) as str: joined by NULs and decoded at once when none holds a NUL (verify
+    names the ~100,000 documents of its pairs: a decode each took a third more)."""
+    joined = b"\0".join(values)
+    if len(values) > 1 and joined.count(b"\0") == len(values) - 1:
+        return joined.decode("utf-8", "surrogatepass").split("\0")
+    return [v.decode("utf-8", "surrogatepass") for v in values]
+
+
 @dataclasses.dataclass
 class Catalog:
     """columns: TEXT fields as list[str] or as stored, UTF-8 bytes arrays (decoded when first read, into a cache:
@@ -97,7 +106,7 @@ class Catalog:
         column = self.columns[field]
         if field in TEXT and not isinstance(column, list):
             if field not in self._decoded:
-                self._decoded[field] = [v.decode("utf-8", "surrogatepass") for v in column.tolist()]
+                self._decoded[field] = decoded(column.tolist())
             return self._decoded[field]
         return column
 
@@ -120,7 +129,7 @@ class Catalog:
         values = self._at(field, rows)
         if isinstance(values, list):
             return dict(zip(rows, values))
-        return {n: v.decode("utf-8", "surrogatepass") for n, v in zip(rows, values.tolist())}
+        return dict(zip(rows, decoded(values.tolist())))
 
     def _at(self, field: str, rows: list[int]):
         """The values of a few rows of a column as held (a list, or a stored column's array), not joined."""
