@@ -801,6 +801,8 @@ def test_the_shards_kept_are_those_holding_a_live_row_with_their_first_rows():
         live[4] = trial % 2 == 1  # shard 3's last row
         base = SimpleNamespace(shard_docs=docs, shard_numbers=[10 + i for i in range(len(docs))],
                                shard_keys=[f"k{i}" for i in range(len(docs))], shard_bytes=[100 * i for i in docs])
+        if trial == 1:  # a damaged catalog: no row live, none at all
+            live = live[:0]
         kept = _live_shards(base, live)
         truth, start = [], 0
         for i, count in enumerate(docs):
@@ -924,3 +926,27 @@ def test_an_index_of_records_finds_an_id_of_a_new_shard_held_by_a_stored_record(
     shard("s2.jsonl", ["r9", "r3"])
     got = _invoke(*args)
     assert got.exit_code != 0 and "duplicate ids in field 'id': 'r3'" in got.stderr
+
+
+@pytest.mark.parametrize("damage", ["truncated", "missing"])
+def test_a_damaged_item_runs_file_is_noticed_and_the_index_made_again(tmp_path, damage):
+    """items.npz is one of the shingle record's files: truncated or missing, the record is not trusted (said on
+    stderr), the documents are read again, and the run prints what a run from scratch prints."""
+    for step in range(2):
+        (tmp_path / f"s{step}.jsonl").write_text("".join(
+            json.dumps({"id": f"r{step}-{i}", "text": f"text {i % 4} of shard " * 30 + str(i // 2)}) + "\n"
+            for i in range(8)))
+        if step == 0:
+            args = ["run", "--jsonl", tmp_path / "s*.jsonl", "--index", tmp_path / "index", "-t", 0.5, "-j", 1]
+            assert _invoke(*args).exit_code == 0
+            manifest = json.loads((tmp_path / "index" / "manifest.json").read_text())
+            items = tmp_path / "index" / "shingle" / f"{manifest['stages']['shingle']['key'][:12]}.items.npz"
+            if damage == "missing":
+                items.unlink()
+            else:
+                items.write_bytes(items.read_bytes()[:-10])
+    got = _invoke(*args)
+    assert got.exit_code == 0 and f"{items} is missing or truncated; recomputing the shingle stage" in got.stderr, \
+        got.stderr
+    assert got.stdout == _invoke("run", "--jsonl", tmp_path / "s*.jsonl", "-w", tmp_path / "scratch", "-t", 0.5,
+                                 "-j", 1).stdout and "r1-" in got.stdout

@@ -298,7 +298,8 @@ def _live_shards(base: ShingleRecord, live: np.ndarray) -> Shards:
     docs = np.asarray(base.shard_docs, np.int64)
     starts = part_starts(base)
     held = np.zeros(len(docs), bool)
-    full = np.flatnonzero(docs > 0)  # (reduceat of an empty shard would give its next row's value)
+    # (reduceat of an empty shard would give its next row's value; live holds no row when the catalog was damaged)
+    full = np.flatnonzero((docs > 0) & (starts < len(live)))
     if len(full):
         held[full] = np.logical_or.reduceat(np.asarray(live, bool), starts[full])
     kept = Shards()
