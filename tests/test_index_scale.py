@@ -861,9 +861,9 @@ def test_an_index_of_jsonl_from_before_item_runs_were_kept_is_updated_to_the_sam
 
 @pytest.mark.parametrize("step", [1, 3, 4, 1 << 22])
 def test_a_jsonl_files_line_ends_are_found_in_steps_as_in_the_whole_file(tmp_path, monkeypatch, step):
-    """_read_jsonl_file maps the file and compares it a step at a time: the ends of its lines (the last one's
+    """_read_jsonl_file reads the file and compares it a step at a time: the ends of its lines (the last one's
     without a newline too), its first bytes and stat are those of the file read whole, with newlines at and
-    across the steps' edges, a BOM, and an empty file (which cannot be mapped: read instead)."""
+    across the steps' edges, a BOM read in several steps, and an empty file."""
     from nearDup.text import inputs
 
     monkeypatch.setattr(inputs, "NEWLINE_STEP", step)

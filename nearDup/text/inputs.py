@@ -14,7 +14,6 @@ import functools
 import glob
 import hashlib
 import itertools
-import mmap
 import operator
 import os
 import stat
@@ -607,41 +606,36 @@ def _jsonl_items(arg: str, params: SourceParams, stdin, spool, cuts: dict[str, C
 
 def _read_jsonl_file(arg: str, path: str) -> tuple[os.stat_result, bytes, np.ndarray]:
     """A JSONL file's stat, its first bytes (a BOM) and the end of each line (one past its newline; the last
-    line's end, without one too), found in a map of the file: not copied into memory, and compared a few MB at a
-    time into one mask (a copy and a mask the size of the file were most of the system time of an index run
-    adding a shard of 100 MB)."""
+    line's end, without one too), read a few MB at a time into one buffer and compared into one mask: a copy of
+    the file and a mask its size were most of the system time of an index run adding a shard of 100 MB. (Read,
+    not mapped: a file cut short meanwhile would kill a process reading its map.)"""
     try:
         st = os.stat(path)
-        with open(path, "rb") as f:
-            try:
-                mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-            except (OSError, ValueError):  # empty, or a file that cannot be mapped: read whole
-                data = f.read()
-                return st, data[:4], _line_ends(np.frombuffer(data, np.uint8))
+        with open(path, "rb", buffering=0) as f:
+            head, ends = _line_ends(f)
     except FileNotFoundError:
         raise InputError(f"{arg}: no such file or directory") from None
     except OSError as e:
         raise InputError(f"{arg}: cannot read ({e.strerror})") from None
-    with mapped:
-        view = np.frombuffer(mapped, np.uint8)
-        ends, head = _line_ends(view), mapped[:4]
-        del view  # (the map closes only when no array holds it)
     return st, head, ends
 
 
-NEWLINE_STEP = 1 << 22  # bytes of a JSONL file compared at a time for its newlines
+NEWLINE_STEP = 1 << 22  # bytes of a JSONL file read and compared at a time for its newlines
 
 
-def _line_ends(data: np.ndarray) -> np.ndarray:
-    """One past each newline (byte 10) of data, and its length if it does not end with one."""
-    mask = np.empty(min(len(data), NEWLINE_STEP), bool)
-    found = [np.empty(0, np.int64)]
-    for lo in range(0, len(data), NEWLINE_STEP):
-        part = data[lo:lo + NEWLINE_STEP]
-        found.append(np.flatnonzero(np.equal(part, 10, out=mask[:len(part)])) + (lo + 1))
-    if len(data) and data[-1] != 10:
-        found.append(np.array([len(data)], np.int64))
-    return np.concatenate(found)
+def _line_ends(f) -> tuple[bytes, np.ndarray]:
+    """The first 4 bytes of the file f and one past each of its newlines (byte 10), and its length if it does not
+    end with one."""
+    buffer = bytearray(NEWLINE_STEP)
+    data, mask = np.frombuffer(buffer, np.uint8), np.empty(NEWLINE_STEP, bool)
+    head, found, at, last = b"", [np.empty(0, np.int64)], 0, 10
+    while n := f.readinto(buffer):
+        head += bytes(buffer[:max(0, min(n, 4 - len(head)))])
+        found.append(np.flatnonzero(np.equal(data[:n], 10, out=mask[:n])) + (at + 1))
+        at, last = at + n, buffer[n - 1]
+    if last != 10:
+        found.append(np.array([at], np.int64))
+    return head, np.concatenate(found)
 
 
 def parquet_files(arg: str) -> list[str]:
