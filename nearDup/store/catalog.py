@@ -530,7 +530,7 @@ def plan(stored: Catalog, items: Sequence[Item], source: SourceParams, runs: Ite
                     live[parts] = True
                     continue
             changed.append(item)
-    released = np.flatnonzero(was_live & ~live).tolist()
+    released = np.flatnonzero(np.greater(was_live, live)).tolist()  # (live then, not now: one pass)
     result = Plan(stored, [])
     found: list[tuple[Item, str, str]] = []  # (item, id, sha) of the documents of changed items
     wanted: dict[str, set] = {}  # ids still to read, per item read for hashes
