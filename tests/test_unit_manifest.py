@@ -186,3 +186,18 @@ def test_inspect_shows_each_record_as_the_manifest_holds_it(index):
         assert f"{name}: done at {record['completed']}, params {json.dumps(record['params'], sort_keys=True)}" in lines
     verify = {k: v for k, v in stored["stages"]["verify"]["stats"].items() if k != "recall"}  # in words: test_recall
     assert "  " + ", ".join(f"{k} {verify[k]}" for k in sorted(verify)) in lines
+
+
+def test_a_manifest_is_dumped_as_json_dumps_indented_with_sorted_keys_writes_it(index):
+    """Manifest.dumps writes long lists of ints or strings by one join: byte for byte what json.dumps(indent=1,
+    sort_keys=True) writes, for an index's manifest and for lists of every kind at several depths (strings that
+    need escaping, bools, which are not ints, mixed, nested, empty and single lists)."""
+    from nearDup.store.manifest import Manifest, load
+
+    stored = load(index / MANIFEST, (index / MANIFEST).read_bytes())
+    awkward = {"ints": [3, -1, 2**70, 0], "strs": ["a", 'q"uote', "back\\slash", "é日\udcff", "\0", ""],
+               "bools": [True, False, True], "mixed": [1, "a", 2.5, None], "floats": [1.5, 2.0],
+               "nested": [[1, 2, 3], {"deep": ["x", "y"], "z": [7, 8]}], "empty": [], "one": [5], "onestr": ["s"],
+               "int_and_bool": [1, True]}
+    for manifest in (stored, Manifest(rest={"a": awkward, "b": {"c": awkward, "d": [awkward, [awkward]]}})):
+        assert manifest.dumps() == json.dumps(manifest.to_json(), indent=1, sort_keys=True)
