@@ -485,6 +485,15 @@ def test_an_appended_catalog_holds_the_rows_of_one_written_whole(tmp_path, monke
         record = work.manifest().shingle
         catalog = shingle.load_catalog(work, record)
         segments = sum(name.startswith("catalog.s") for name in record.files)
+        if jsonl:  # the runs of the item column kept beside it are those of its rows
+            runs = work.load_table(work.output("shingle", shingle.ITEMS, record.key), "shingle")
+            items, truth = catalog.column("item").tolist(), []
+            for n, item in enumerate(items):
+                if n and item == items[n - 1]:
+                    truth[-1][1] += 1
+                else:
+                    truth.append([n, 1, item])
+            assert [list(r) for r in zip(*(runs[f].tolist() for f in ("start", "rows", "item")))] == truth
         return segments, {f: (catalog.column(f).tolist() if f in TEXT else catalog.column(f).astype(np.int64).tolist())
                           for f in (*TEXT, *NUMBERS)}
 
@@ -581,22 +590,34 @@ def test_distinct_live_ids_of_segments(ids, live, distinct, ascending):
     assert catalog.distinct_live_ids() == distinct and catalog.ids_ascending == ascending
 
 
-def test_the_rows_of_each_range_of_a_segmented_catalog_are_those_of_the_catalog_whole():
-    """_rows_by_item reads the item column segment by segment: each range's live rows as from the joined column,
-    with a range whose rows fall in two segments and one that comes back in a later segment."""
-    from nearDup.store.catalog import Catalog, JoinedColumns, _rows_by_item
+def test_the_item_runs_of_a_segmented_catalog_are_those_of_the_catalog_whole():
+    """item_runs reads the item column segment by segment, or takes the first segment's runs as known: either way
+    the runs of equal values of the rows joined (a range whose rows fall in two segments is one run, one that
+    comes back in a later segment another), against a loop over the rows."""
+    from nearDup.store.catalog import Catalog, JoinedColumns, ShardRows, item_runs
 
-    items = [b"a", b"a", b"b", b"b", b"b", b"c", b"c", b"a", b"d"]
+    items = [b"a", b"a", b"b", b"b", b"b", b"c", b"c", b"a", b"d", b"d", b"e"]
     cuts = [0, 3, 3, 6, 9]  # segments of 3, 0, 3 and 3 rows: "b" runs across the first two that hold rows
     segments = [{"item": np.array(items[lo:hi], "S1"), "size": np.arange(lo, hi)}
                 for lo, hi in itertools.pairwise(cuts)]
     live = np.array([1, 0, 1, 1, 1, 0, 1, 1, 1], np.int8)
-    got = _rows_by_item(Catalog(JoinedColumns(segments, {"live": live})), live.astype(bool))
-    truth: dict = {}
-    for n, item in enumerate(items):
-        if live[n]:
-            truth.setdefault(item, []).append(n)
-    assert {k: v.tolist() for k, v in got.items()} == truth
+    catalog = Catalog(JoinedColumns(segments, {"live": live}))
+    new = ShardRows(lambda field: np.array(items[9:], "S1"), 2, {}, 3)  # a new shard: "d" goes on
+
+    def runs(values):
+        found: list = []
+        for n, value in enumerate(values):
+            if found and value == found[-1][2]:
+                found[-1][1] += 1
+            else:
+                found.append([n, 1, value])
+        return found
+
+    for got, want in ((item_runs([catalog]), runs(items[:9])), (item_runs([catalog, new]), runs(items)),
+                      (item_runs([catalog, new], first=item_runs([catalog])), runs(items)),
+                      (item_runs([Catalog.empty(), new]), runs(items[9:]))):
+        assert [list(run) for run in zip(*(a.tolist() for a in got))] == want
+    assert [len(a) for a in item_runs([Catalog.empty()])] == [0, 0, 0]
 
 
 def test_each_band_shard_keeps_the_digest_of_its_keys_and_a_missing_one_is_made_again(tmp_path):
@@ -819,3 +840,168 @@ def test_a_run_of_jsonl_or_plain_text_never_imports_the_extractors(tmp_path):
         done = subprocess.run([sys.executable, "-c", probe, "run", *args, "-w", str(tmp_path / args[-1][-4:])],
                               capture_output=True, text=True)
         assert done.stderr.splitlines()[-1] == "False", done.stderr
+
+
+def test_the_shards_kept_are_those_holding_a_live_row_with_their_first_rows():
+    """_live_shards finds the shards with a live row by one reduction over the rows: against a loop over the
+    shards, with empty shards (first, between and last), one whose only live row is its last, and dropped ones."""
+    from types import SimpleNamespace
+
+    from nearDup.pipeline.shingle import _live_shards, _rows_of
+
+    docs = [0, 2, 0, 3, 1, 4, 2, 0]
+    rng = np.random.default_rng(5)
+    for trial in range(40):
+        live = rng.random(sum(docs)) < (0.0 if trial == 0 else 0.3)
+        live[4] = trial % 2 == 1  # shard 3's last row
+        base = SimpleNamespace(shard_docs=docs, shard_numbers=[10 + i for i in range(len(docs))],
+                               shard_keys=[f"k{i}" for i in range(len(docs))], shard_bytes=[100 * i for i in docs])
+        if trial == 1:  # a damaged catalog: no row live, none at all
+            live = live[:0]
+        kept = _live_shards(base, live)
+        truth, start = [], 0
+        for i, count in enumerate(docs):
+            if live[start:start + count].any():
+                truth.append((10 + i, f"k{i}", count, 100 * count, start))
+            start += count
+        assert list(zip(kept.numbers, kept.keys, kept.docs, kept.bytes, kept.starts)) == truth
+        if truth:
+            rows = _rows_of(list(zip(kept.starts, kept.docs)))
+            assert rows.tolist() == [s + j for *_, count, _, s in truth for j in range(count)]
+
+
+def test_an_index_of_jsonl_from_before_item_runs_were_kept_is_updated_to_the_same_result(tmp_path, monkeypatch):
+    """A shingle record without items.npz (made before the item column's runs were kept): the run reads the item
+    column for its runs, prints what a run from scratch prints, and keeps them; the next run matches its ranges
+    from the kept runs, reading only the new shard's item column."""
+    from nearDup.store import catalog
+
+    rng = random.Random(3)
+    words = [f"w{i}" for i in range(200)]
+    folder = tmp_path / "docs"
+    folder.mkdir()
+
+    def add(step):
+        lines = [json.dumps({"id": f"r{step}-{i:02d}", "text": " ".join(rng.choices(words, k=50))}) + "\n"
+                 for i in range(10)]
+        lines.append(json.dumps({"id": f"copy{step}", "text": json.loads(lines[3])["text"]}) + "\n")
+        (folder / f"shard-{step}.jsonl").write_text("".join(lines))
+
+    def args(index):
+        return ["run", "--jsonl", folder / "shard-*.jsonl", "--index", index, "--partition-docs", 4, "-t", 0.5,
+                "-j", 1]
+
+    read: list[int] = []  # the rows of each item column cut into runs
+    real = catalog._value_runs
+    monkeypatch.setattr(catalog, "_value_runs", lambda column: read.append(len(column)) or real(column))
+    index = tmp_path / "index"
+    for step in range(2):
+        add(step)
+        assert _invoke(*args(index)).exit_code == 0
+    manifest = json.loads((index / "manifest.json").read_text())
+    record = manifest["stages"]["shingle"]
+    (index / "shingle" / f"{record['key'][:12]}.items.npz").unlink()
+    del record["files"]["items.npz"]
+    (index / "manifest.json").write_text(json.dumps(manifest))
+    for step in (2, 3):
+        add(step)
+        read.clear()
+        got = _invoke(*args(index))
+        assert got.exit_code == 0, got.stderr
+        # the stored rows' item column read (22 rows) before the runs were kept, then only the new shards' (11)
+        assert sum(read) == (22 + 11 if step == 2 else 11)
+        assert got.stdout == _invoke(*args(tmp_path / f"scratch{step}")).stdout and f"copy{step}" in got.stdout
+        assert "items.npz" in json.loads((index / "manifest.json").read_text())["stages"]["shingle"]["files"]
+
+
+@pytest.mark.parametrize("step", [1, 3, 4, 1 << 22])
+def test_a_jsonl_files_line_ends_are_found_in_steps_as_in_the_whole_file(tmp_path, monkeypatch, step):
+    """_read_jsonl_file reads the file and compares it a step at a time: the ends of its lines (the last one's
+    without a newline too), its first bytes and stat are those of the file read whole, with newlines at and
+    across the steps' edges, a BOM read in several steps, and an empty file."""
+    from nearDup.text import inputs
+
+    monkeypatch.setattr(inputs, "NEWLINE_STEP", step)
+    rng = random.Random(step)
+    for n, text in enumerate([b"", b"\n", b"\n\n\n", b"abc", b"ab\ncd", b"\xef\xbb\xbf{}\n{}",
+                              *(bytes(rng.choice(b"ab\n") for _ in range(rng.randrange(1, 40))) for _ in range(30))]):
+        path = tmp_path / f"f{n}.jsonl"
+        path.write_bytes(text)
+        st, head, ends = inputs._read_jsonl_file(str(path), str(path))
+        truth = [i + 1 for i, byte in enumerate(text) if byte == 10] + ([len(text)] if text[-1:] not in (b"", b"\n")
+                                                                          else [])
+        assert ends.tolist() == truth and head == text[:4] and st.st_ino == path.stat().st_ino, text
+
+
+def test_distinct_live_ids_after_the_rows_an_earlier_check_vouched_for_are_those_of_every_row():
+    """distinct_live_ids(known) reads only the rows after those an earlier check found ascending (live rows of
+    them dead since, or not): the same answer as a check of every row, against brute force; ascend vouches for
+    every row, with a bound no live id passes, only when the live ids ascend."""
+    from nearDup.store.catalog import Catalog, JoinedColumns
+
+    rng = np.random.default_rng(8)
+    for trial in range(300):
+        n = int(rng.integers(1, 14))
+        ids = np.array([b"%02d" % v for v in np.sort(rng.choice(40, n, replace=False))], "S2")
+        if trial % 3 == 0:  # some out of order, or repeated
+            ids[rng.integers(0, n)] = ids[rng.integers(0, n)]
+        live = (rng.random(n) < 0.7).astype(np.int8)
+        cut = int(rng.integers(0, n + 1))
+        was = (live | (rng.random(n) < 0.3)).astype(np.int8)  # earlier, more rows were live
+        before = Catalog({"id": ids[:cut], "live": was[:cut]})
+        if not before.distinct_live_ids() or not before.ids_ascending:
+            continue
+        bounds = sorted({0, cut, int(rng.integers(0, n + 1)), n})
+        segments = [{"id": ids[lo:hi], "size": np.zeros(hi - lo, np.int64)} for lo, hi in itertools.pairwise(bounds)]
+        catalog = Catalog(JoinedColumns(segments, {"live": live}))
+        alive = [v for v, a in zip(ids.tolist(), live.tolist()) if a]
+        distinct, ascending = len(set(alive)) == len(alive), all(a < b for a, b in itertools.pairwise(alive))
+        assert catalog.distinct_live_ids(before.ascend) == distinct
+        # known ascending only if they do; surely if nothing was vouched for (the bound may be a row dead since)
+        assert catalog.ids_ascending <= ascending and (catalog.ids_ascending == ascending or cut > 0)
+        if catalog.ids_ascending:  # every row vouched for: no live id above the bound
+            rows, bound = catalog.ascend
+            assert rows == n and (not alive or (bound is not None and alive[-1] <= bound))
+        else:
+            assert catalog.ascend is None
+
+
+def test_an_index_of_records_finds_an_id_of_a_new_shard_held_by_a_stored_record(tmp_path):
+    """A new shard whose record takes an id that a stored record holds stops the run with the duplicate named,
+    though the stored ids were found ascending by the last run (and are not read again when the new ids come
+    after them)."""
+    def shard(name, ids):
+        (tmp_path / name).write_text("".join(json.dumps({"id": i, "text": f"text of {i} " * 20}) + "\n" for i in ids))
+
+    shard("s0.jsonl", [f"r{i}" for i in range(5)])
+    args = ["run", "--jsonl", tmp_path / "s*.jsonl", "--index", tmp_path / "index", "-t", 0.5, "-j", 1]
+    assert _invoke(*args).exit_code == 0
+    shard("s1.jsonl", ["r7", "r8"])
+    assert _invoke(*args).exit_code == 0
+    shard("s2.jsonl", ["r9", "r3"])
+    got = _invoke(*args)
+    assert got.exit_code != 0 and "duplicate ids in field 'id': 'r3'" in got.stderr
+
+
+@pytest.mark.parametrize("damage", ["truncated", "missing"])
+def test_a_damaged_item_runs_file_is_noticed_and_the_index_made_again(tmp_path, damage):
+    """items.npz is one of the shingle record's files: truncated or missing, the record is not trusted (said on
+    stderr), the documents are read again, and the run prints what a run from scratch prints."""
+    for step in range(2):
+        (tmp_path / f"s{step}.jsonl").write_text("".join(
+            json.dumps({"id": f"r{step}-{i}", "text": f"text {i % 4} of shard " * 30 + str(i // 2)}) + "\n"
+            for i in range(8)))
+        if step == 0:
+            args = ["run", "--jsonl", tmp_path / "s*.jsonl", "--index", tmp_path / "index", "-t", 0.5, "-j", 1]
+            assert _invoke(*args).exit_code == 0
+            manifest = json.loads((tmp_path / "index" / "manifest.json").read_text())
+            items = tmp_path / "index" / "shingle" / f"{manifest['stages']['shingle']['key'][:12]}.items.npz"
+            if damage == "missing":
+                items.unlink()
+            else:
+                items.write_bytes(items.read_bytes()[:-10])
+    got = _invoke(*args)
+    assert got.exit_code == 0 and f"{items} is missing or truncated; recomputing the shingle stage" in got.stderr, \
+        got.stderr
+    assert got.stdout == _invoke("run", "--jsonl", tmp_path / "s*.jsonl", "-w", tmp_path / "scratch", "-t", 0.5,
+                                 "-j", 1).stdout and "r1-" in got.stdout

@@ -370,3 +370,14 @@ def test_value_runs_are_the_runs_of_equal_values(size):
         column = np.array([(b"x" * size + b"%d" % v)[-size:] for v in values], f"S{size}")
         starts = [i for i in range(n) if i == 0 or column[i] != column[i - 1]]
         assert _value_runs(column) == (starts, [*starts[1:], n] if n else [])
+
+
+def test_text_values_decode_as_each_decoded_alone():
+    """decoded (one decode of the values joined by NULs, unless one holds a NUL) gives each value's own decode:
+    non-ASCII, lone surrogates, empty values, NULs inside, none and one value."""
+    from nearDup.store.catalog import decoded
+
+    texts = ["a", "é", "", "x\udcff", "日本", "", "last"]
+    for values in ([t.encode("utf-8", "surrogatepass") for t in texts], [b"a\0b", b"c"], [b"\0"], [b""], [b"z"],
+                   []):
+        assert decoded(values) == [v.decode("utf-8", "surrogatepass") for v in values]

@@ -165,6 +165,19 @@ def test_a_record_of_the_wrong_shape_is_refused_once_read(index, tmp_path):
     assert dataclasses.is_dataclass(RECORDS["verify"])
 
 
+@pytest.mark.parametrize("stage,field,value", [("shingle", "shards", True), ("shingle", "docs", "3"),
+                                               ("signature", "partitions", 7), ("band", "shards", 1.0)])
+def test_a_shard_list_with_an_entry_of_the_wrong_type_is_refused(index, tmp_path, stage, field, value):
+    """The shard lists are checked entry by entry (a bool is not an int, nor a float)."""
+    stored = json.loads((index / MANIFEST).read_text(encoding="utf-8"))
+    stored["stages"][stage][field][-1] = value
+    (tmp_path / "w").mkdir()
+    WorkDir(tmp_path / "w")
+    (tmp_path / "w" / MANIFEST).write_text(json.dumps(stored), encoding="utf-8")
+    with pytest.raises(WorkDirError, match="manifest is corrupt"):
+        WorkDir(tmp_path / "w", create=False).manifest()
+
+
 def test_inspect_shows_each_record_as_the_manifest_holds_it(index):
     stored = json.loads((index / MANIFEST).read_text(encoding="utf-8"))
     lines = invoke("-w", index, "inspect").stdout.splitlines()
@@ -173,3 +186,18 @@ def test_inspect_shows_each_record_as_the_manifest_holds_it(index):
         assert f"{name}: done at {record['completed']}, params {json.dumps(record['params'], sort_keys=True)}" in lines
     verify = {k: v for k, v in stored["stages"]["verify"]["stats"].items() if k != "recall"}  # in words: test_recall
     assert "  " + ", ".join(f"{k} {verify[k]}" for k in sorted(verify)) in lines
+
+
+def test_a_manifest_is_dumped_as_json_dumps_indented_with_sorted_keys_writes_it(index):
+    """Manifest.dumps writes long lists of ints or strings by one join: byte for byte what json.dumps(indent=1,
+    sort_keys=True) writes, for an index's manifest and for lists of every kind at several depths (strings that
+    need escaping, bools, which are not ints, mixed, nested, empty and single lists)."""
+    from nearDup.store.manifest import Manifest, load
+
+    stored = load(index / MANIFEST, (index / MANIFEST).read_bytes())
+    awkward = {"ints": [3, -1, 2**70, 0], "strs": ["a", 'q"uote', "back\\slash", "é日\udcff", "\0", ""],
+               "bools": [True, False, True], "mixed": [1, "a", 2.5, None], "floats": [1.5, 2.0],
+               "nested": [[1, 2, 3], {"deep": ["x", "y"], "z": [7, 8]}], "empty": [], "one": [5], "onestr": ["s"],
+               "int_and_bool": [1, True]}
+    for manifest in (stored, Manifest(rest={"a": awkward, "b": {"c": awkward, "d": [awkward, [awkward]]}})):
+        assert manifest.dumps() == json.dumps(manifest.to_json(), indent=1, sort_keys=True)

@@ -195,6 +195,7 @@ def test_collect_garbage_removes_only_unlisted_files_with_nearDups_names(tmp_pat
         "signature/.part-00000.npy.host.123.tmp": True,  # another process's temporary file
         "signature/notes.txt": True,  # not a name nearDup gives
         "signature/part-1.npy": True,
+        "signature/part-00000.notes.txt": True,  # an unlisted shard's number, but not a name nearDup gives
         "verify/abcdef012345.pairs.npy": True,  # listed under the record's key
         "verify/abcdef012345.scores.npy": False,  # the record's key, but not one of its files
         "verify/0123456789ab.pairs.npy": False,  # another key's output

@@ -25,12 +25,15 @@ from ..errors import InputError, WorkDirError
 from ..kernels.shingle import prepare_word_tables
 from ..store.catalog import (
     Catalog,
+    IdsAscend,
+    ItemRuns,
     ShardRows,
     binary_columns,
     binary_of,
     fingerprint,
     fingerprint_after,
     item_digest,
+    item_runs,
     plan,
     shard_columns,
     skip_known_binary,
@@ -58,7 +61,17 @@ from ..text.read import first_record_fields, format_notes, missing_extras_note, 
 from ..text.shingles import shingle_documents
 from ..wording import plural
 from . import band, signature
-from .driver import PartitionTask, Runner, _files, _map_partitions, _up_to_date, fused_steps, require, write_steps
+from .driver import (
+    PartitionTask,
+    Runner,
+    _files,
+    _map_partitions,
+    _up_to_date,
+    fused_steps,
+    part_starts,
+    require,
+    write_steps,
+)
 
 SHINGLE_FILES = ("docs.npz", "values.npy", "offsets.npy")
 # An index run that reads at most this much runs its stages' tasks in its own process (engine.map light): about a
@@ -117,6 +130,9 @@ LIVE = "catalog.live.npy"  # with segments: every row's liveness, int8 (a run ch
 SEGMENTS_MAX = 16
 BINARY = "binary.npz"  # the binary files skipped, with their fingerprints (catalog.binary_columns)
 CUTS = "cuts.npz"  # how each JSONL file was cut into items (text.inputs.Cut), reused while the file is unchanged
+# records: what a run knows of the catalog's columns without reading them again: the runs of its item column
+# (catalog.item_runs) and whether its live ids ascend (catalog.IdsAscend)
+ITEMS = "items.npz"
 SKIPPED_NOUNS = {"hidden": ("hidden entry", "hidden entries"), "symlink": ("symlink",), "excluded": ("excluded file",),
                  "special": ("special file",),
                  SAME_FILE: ("path of a file already listed", "paths of files already listed")}
@@ -157,7 +173,8 @@ def run(runner: Runner, args: list[str], source: SourceParams, params: ShinglePa
     stored = _stored_catalog(runner, previous) if previous is not None else Catalog.empty()
     known = _stored_binary(runner, base) if base is not None and not rebuild and not streamed else {}
     items, binary = skip_known_binary([] if streamed else listing.items, known)  # not opened again
-    todo = plan(stored if base is not None else Catalog.empty(), items, source)
+    runs, ascend = _stored_items(runner, base) if base is not None and source.records else (None, None)
+    todo = plan(stored if base is not None else Catalog.empty(), items, source, runs=runs)
     if (base is not None and not rebuild and not todo.todo and todo.catalog.same(stored)
             and base.inputs == inputs and len(binary) == len(known) and base.cwd == os.getcwd()
             and (base.links or {}) == listing.links):
@@ -173,9 +190,9 @@ def run(runner: Runner, args: list[str], source: SourceParams, params: ShinglePa
         if base is not None:  # planned against the stored rows: plan again from nothing
             base, todo = None, plan(Catalog.empty(), items, source)
     kept = _live_shards(base, todo.catalog.live) if base is not None else Shards()
-    ranges = [(int(rows[0]), len(rows)) for rows in kept.rows]  # (start, count) of the stored shards kept
-    catalog = (todo.catalog if sum(kept.docs) == len(todo.catalog) else todo.catalog.take(np.concatenate(kept.rows))
-               ) if kept.rows else Catalog.empty()
+    ranges = list(zip(kept.starts, kept.docs))  # (start, count) of the stored shards kept
+    catalog = (todo.catalog if sum(kept.docs) == len(todo.catalog) else todo.catalog.take(_rows_of(ranges))
+               ) if kept.starts else Catalog.empty()
     next_shard = previous.next_shard if previous is not None else 0
     new = NewPartitions(listing.items if streamed else (item for item, _ in todo.todo), source, params, content,
                         next_shard, {item.id: ids for item, ids in todo.todo})
@@ -197,7 +214,7 @@ def run(runner: Runner, args: list[str], source: SourceParams, params: ShinglePa
         assert base is not None
         rows = fingerprint_after(base.key, todo.catalog, ranges, todo.patched, added)
         last = load_catalog(work, base)  # as stored: the rows that died were live in it
-        died = last.take(np.flatnonzero(last.live & ~todo.catalog.live))
+        died = last.take(np.flatnonzero(np.greater(last.live, todo.catalog.live)))  # (live then, not now)
         totals.update(summary_after(_summary_of(base.stats), died, added))
     else:
         rows = fingerprint(segments)
@@ -216,16 +233,20 @@ def run(runner: Runner, args: list[str], source: SourceParams, params: ShinglePa
             tables.append(_catalog_segment(len(tables)))
             work.save_columns(work.output("shingle", tables[-1], key), stored_columns(added))
         work.save_array(work.output("shingle", LIVE, key),
-                        np.concatenate([catalog.live, *(s.column("live") != 0 for s in added)]).astype(np.int8))
+                        np.concatenate([catalog.live, *(s.column("live") != 0 for s in added)]).view(np.int8))
         tables.append(LIVE)
     else:  # a catalog of every row: the first, or rows renumbered (a shard dropped), patched or too many segments
         work.save_columns(work.output("shingle", CATALOG, key), stored_columns(segments))
         tables = [CATALOG]
-    del segments, catalog
     if binary:
         work.save_table(work.output("shingle", BINARY, key), binary_columns(binary))
     if listing.cuts:  # complete now: a streamed listing is consumed by the shingle tasks
         work.save_table(work.output("shingle", CUTS, key), cut_columns(listing.cuts))
+    # records: the stored rows' item runs as the plan had them (unless rows moved), then the new shards'
+    runs = item_runs(segments, first=todo.runs if catalog is todo.catalog else None) if source.records else None
+    if catalog is not todo.catalog or len(todo.patched) or ascend is None or ascend[0] != len(catalog):
+        ascend = None  # the rows it vouched for renumbered or renamed
+    del segments, catalog
     _CATALOGS.clear()  # the next load maps the new file
     record = ShingleRecord(key=key, params=params, source=source, content=content, inputs=inputs, cwd=os.getcwd(),
                            shard_keys=kept.keys, shard_numbers=kept.numbers, shard_docs=kept.docs,
@@ -234,7 +255,12 @@ def run(runner: Runner, args: list[str], source: SourceParams, params: ShinglePa
                                         *([CUTS] if listing.cuts else [])),
                            stats=ShingleStats.from_json(totals), links=listing.links or None)
     first = listing.items[:1] if not streamed else [next(iter(new.parts[0]))] if new.parts else []
-    _check_documents(runner, record, params, args, first if source.records else ())
+    ascend = _check_documents(runner, record, params, args, first if source.records else (), ascend)
+    if runs is not None:  # (written once the ids are checked: the check's finding goes in)
+        work.save_table(work.output("shingle", ITEMS, key), {
+            **dict(zip(("start", "rows", "item"), runs)), "ascend": np.array(ascend[:1] if ascend else [], np.int64),
+            "last_id": np.array([ascend[1]] if ascend and ascend[1] is not None else [], np.bytes_)})
+        record = dataclasses.replace(record, files={**record.files, **_files(work, "shingle", key, ITEMS)})
     work.record_stage("shingle", record)
     runner.log(f"shingle: {_shingle_summary(record)}" + (f"; {reused} of {plural(len(new.parts), 'new partition')} "
                                                           "reused from an interrupted run" if reused else ""))
@@ -256,28 +282,39 @@ def _read_bytes(todo: list[tuple[Item, frozenset | None]]) -> int:
 @dataclasses.dataclass
 class Shards:
     """The shards a shingle record will list, in order: their numbers, keys, documents and bytes, and (for the
-    stored shards kept) the catalog rows of their documents."""
+    stored shards kept) the catalog row of their first document."""
 
     numbers: list[int] = dataclasses.field(default_factory=list)
     keys: list[str] = dataclasses.field(default_factory=list)
     docs: list[int] = dataclasses.field(default_factory=list)
     bytes: list[int] = dataclasses.field(default_factory=list)
-    rows: list[np.ndarray] = dataclasses.field(default_factory=list)
+    starts: list[int] = dataclasses.field(default_factory=list)
 
 
 def _live_shards(base: ShingleRecord, live: np.ndarray) -> Shards:
     """The stored shards that still hold a live document (live: per catalog row); the others are dropped, and the
-    global numbers of the documents after them shift down."""
-    kept, start = Shards(), 0
-    for n, count, key, size in zip(base.shard_numbers, base.shard_docs, base.shard_keys, base.shard_bytes):
-        if live[start:start + count].any():
-            kept.numbers.append(n)
-            kept.keys.append(key)
-            kept.docs.append(count)
-            kept.bytes.append(size)
-            kept.rows.append(np.arange(start, start + count))
-        start += count
+    global numbers of the documents after them shift down. (Which shards hold one: a reduction over the rows, not a
+    Python step and an array per shard: 2,500 shards at 10M rows.)"""
+    docs = np.asarray(base.shard_docs, np.int64)
+    starts = part_starts(base)
+    held = np.zeros(len(docs), bool)
+    # (reduceat of an empty shard would give its next row's value; live holds no row when the catalog was damaged)
+    full = np.flatnonzero((docs > 0) & (starts < len(live)))
+    if len(full):
+        held[full] = np.logical_or.reduceat(np.asarray(live, bool), starts[full])
+    kept = Shards()
+    for i in np.flatnonzero(held).tolist():
+        kept.numbers.append(base.shard_numbers[i])
+        kept.keys.append(base.shard_keys[i])
+        kept.docs.append(base.shard_docs[i])
+        kept.bytes.append(base.shard_bytes[i])
+        kept.starts.append(int(starts[i]))
     return kept
+
+
+def _rows_of(ranges: list[tuple[int, int]]) -> np.ndarray:
+    """The rows of (start, count) ranges, in order."""
+    return np.concatenate([np.arange(start, start + count, dtype=np.int64) for start, count in ranges])
 
 
 class NewPartitions:
@@ -376,14 +413,15 @@ def _stored_catalog(runner: Runner, record: ShingleRecord) -> Catalog:
     if _up_to_date(work, ShingleRecord, record.key, runner.log) is None:
         return Catalog.empty()
     catalog = load_catalog(work, record)
-    start, live = 0, catalog["live"].copy()
+    start, live = 0, None  # the stored liveness copied only when a shard is damaged (10M rows)
     for n, key, count in zip(record.shard_numbers, record.shard_keys, record.shard_docs):
         if work.part_done("shingle", n, key, SHINGLE_FILES) is None:
             runner.log(f"warning: {work.part('shingle', n, '*')} has a missing or truncated file; reading its "
                        f"documents again")
+            live = catalog["live"].copy() if live is None else live
             live[start:start + count] = 0
         start += count
-    return catalog.with_columns(live=live)
+    return catalog if live is None else catalog.with_columns(live=live)
 
 
 def _stored_binary(runner: Runner, record: ShingleRecord) -> dict:
@@ -395,6 +433,20 @@ def _stored_binary(runner: Runner, record: ShingleRecord) -> dict:
         return binary_of(runner.work.load_table(runner.work.output("shingle", BINARY, record.key), "shingle"))
     except (WorkDirError, KeyError):
         return {}
+
+
+def _stored_items(runner: Runner, record: ShingleRecord) -> tuple[ItemRuns | None, IdsAscend | None]:
+    """The item runs of the stored catalog and what the last check of its ids found (none if it kept none, as
+    before they were kept, or they are damaged: then the plan reads its item column, the check every id)."""
+    if ITEMS not in record.files:
+        return None, None
+    try:
+        table = runner.work.load_table(runner.work.output("shingle", ITEMS, record.key), "shingle")
+        rows, last = table["ascend"].tolist(), table["last_id"].tolist()
+        return (table["start"], table["rows"], table["item"]), ((rows[0], last[0] if last else None) if rows
+                                                                else None)
+    except (WorkDirError, KeyError, IndexError):
+        return None, None
 
 
 def _stored_cuts(runner: Runner, record: ShingleRecord) -> dict:
@@ -416,10 +468,11 @@ def _binary_found(part: PackedItems, ids) -> dict:
     return {item.id: (item.size, item.mtime_ns, item.inode) for item in part if item.id in wanted}
 
 
-def _check_documents(runner: Runner, record: ShingleRecord, params: ShingleParams, args: list[str], items=()
-                     ) -> None:
+def _check_documents(runner: Runner, record: ShingleRecord, params: ShingleParams, args: list[str], items=(),
+                     known: IdsAscend | None = None) -> IdsAscend | None:
     """Stop when there is nothing to pair; items: the JSONL items, whose first record names its fields when
-    the --id-field or --text-field given is not one of them."""
+    the --id-field or --text-field given is not one of them. Records: their ids must be distinct (known: what
+    the last check found of the first rows); returns whether they ascend (Catalog.ascend)."""
     stats, source = record.stats, record.source
     where = " ".join(args)
     if not stats.docs and items:
@@ -439,7 +492,7 @@ def _check_documents(runner: Runner, record: ShingleRecord, params: ShingleParam
                          f"lower -k or use --unit char")
     if source.records:
         catalog = load_catalog(runner.work, record)
-        if not catalog.distinct_live_ids():  # then which: a Python string per row, on this rare path only
+        if not catalog.distinct_live_ids(known):  # then which: a Python string per row, on this rare path only
             ids = [catalog.ids[n] for n in np.flatnonzero(catalog.live)]
             seen, dup = set(), []
             for i in ids:
@@ -450,6 +503,8 @@ def _check_documents(runner: Runner, record: ShingleRecord, params: ShingleParam
                              f"{', '.join(map(repr, dup[:5]))}{' ...' if len(dup) > 5 else ''}; "
                              f"ids must be unique")
         catalog.let_go()  # the ids and liveness of every row: out of the client's RSS until a stage reads them
+        return catalog.ascend
+    return None
 
 
 def _shingle_summary(record: ShingleRecord) -> str:

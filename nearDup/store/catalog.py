@@ -34,6 +34,20 @@ def item_digest(item: Item) -> str:
     return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
 
 
+# (rows, bound): the live ids of the first rows of a catalog increase with the row, none above bound (None: no row
+# of them is live). Live rows that stay live keep it: a later check reads only the rows after them.
+IdsAscend = tuple[int, bytes | None]
+
+
+def decoded(values: list[bytes]) -> list[str]:
+    """UTF-8 values (surrogates kept) as str: joined by NULs and decoded at once when none holds a NUL (verify
+    names the ~100,000 documents of its pairs: a decode each took a third more)."""
+    joined = b"\0".join(values)
+    if len(values) > 1 and joined.count(b"\0") == len(values) - 1:
+        return joined.decode("utf-8", "surrogatepass").split("\0")
+    return [v.decode("utf-8", "surrogatepass") for v in values]
+
+
 @dataclasses.dataclass
 class Catalog:
     """columns: TEXT fields as list[str] or as stored, UTF-8 bytes arrays (decoded when first read, into a cache:
@@ -47,6 +61,7 @@ class Catalog:
             self.columns = dict(self.columns)
         self._decoded: dict[str, list[str]] = {}
         self.ids_ascending = False  # known: the live rows' ids increase with the row (distinct_live_ids found it)
+        self.ascend: IdsAscend | None = None  # then: (rows, the last live id)
 
     @classmethod
     def joined(cls, segments: list[dict], live: np.ndarray) -> Catalog:
@@ -91,7 +106,7 @@ class Catalog:
         column = self.columns[field]
         if field in TEXT and not isinstance(column, list):
             if field not in self._decoded:
-                self._decoded[field] = [v.decode("utf-8", "surrogatepass") for v in column.tolist()]
+                self._decoded[field] = decoded(column.tolist())
             return self._decoded[field]
         return column
 
@@ -114,7 +129,7 @@ class Catalog:
         values = self._at(field, rows)
         if isinstance(values, list):
             return dict(zip(rows, values))
-        return {n: v.decode("utf-8", "surrogatepass") for n, v in zip(rows, values.tolist())}
+        return dict(zip(rows, decoded(values.tolist())))
 
     def _at(self, field: str, rows: list[int]):
         """The values of a few rows of a column as held (a list, or a stored column's array), not joined."""
@@ -127,14 +142,19 @@ class Catalog:
         """The ids as a bytes array (UTF-8, surrogates kept): what numpy can sort and compare quickly."""
         return self.column("id")
 
-    def distinct_live_ids(self) -> bool:
+    def distinct_live_ids(self, known: IdsAscend | None = None) -> bool:
         """Whether no id is held by two live rows, without a Python string per row (10M records): ids in
         increasing order, as one listing gives them, are distinct (and ids_ascending then says so, for the
-        pairing order); others are sorted and neighbours compared. Read segment by segment: joined, the ids of
-        10M rows are a copy of 200 MB."""
-        live, start, last = self.live, 0, None
+        pairing order, and ascend what: IdsAscend of every row); others are sorted and neighbours compared. Read
+        segment by segment: joined, the ids of 10M rows are a copy of 200 MB. known: what an earlier check found
+        of the first rows (their live ids ascend, up to a bound): only the rows after them are read."""
+        live, start, (skip, last) = self.live, 0, known or (0, None)
         for ids in self.parts("id"):
-            alive, start = live[start:start + len(ids)], start + len(ids)
+            first, start = start, start + len(ids)
+            if start <= skip:
+                continue
+            ids, first = (ids[skip - first:], skip) if first < skip else (ids, first)
+            alive = live[first:start]
             ids = ids if alive.all() else ids[alive]
             if not len(ids):
                 continue
@@ -142,7 +162,7 @@ class Catalog:
                 break
             last = ids[-1]
         else:
-            self.ids_ascending = True
+            self.ids_ascending, self.ascend = True, (len(self), None if last is None else bytes(last))
             return True
         ids = np.sort(self.id_bytes()[live])
         return not (ids[1:] == ids[:-1]).any()
@@ -454,16 +474,22 @@ class Plan:
     renamed: int = 0
     removed: int = 0
     patched: np.ndarray = dataclasses.field(default_factory=lambda: np.empty(0, np.int64))  # the rows claimed
+    runs: ItemRuns | None = None  # records: the item runs of the stored rows (item_runs), as the match used them
 
 
-def plan(stored: Catalog, items: Sequence[Item], source: SourceParams) -> Plan:
+# (first row, rows, value) of each run of equal values of the item column (item_runs)
+ItemRuns = tuple[np.ndarray, np.ndarray, np.ndarray]
+
+
+def plan(stored: Catalog, items: Sequence[Item], source: SourceParams, runs: ItemRuns | None = None) -> Plan:
     """Match the listed items against the stored rows.
 
     A file whose id, size, mtime and inode are unchanged keeps its row (a JSONL range: its fingerprint digest).
     The rows of vanished or changed items are released; a changed item is then read for content hashes (only when
     one could match: same id, or the size of a released file) and each of its documents claims a released row
     with the same id and hash (touched, not changed), else one with the same hash (renamed). What is left is read
-    and shingled into new shards, in the order listed."""
+    and shingled into new shards, in the order listed. runs: the stored rows' item_runs, if kept (records: else
+    the item column is read, 160 MB at 10M rows)."""
     if not len(stored):  # nothing stored: read everything
         return Plan(stored, [(item, None) for item in items])
     live = np.zeros(len(stored), bool)
@@ -471,13 +497,20 @@ def plan(stored: Catalog, items: Sequence[Item], source: SourceParams) -> Plan:
     changed = []
     n: int | None  # a row number, or None where a lookup found none
     if source.records:
-        by_item = _rows_by_item(stored, was_live)
+        if runs is None or int(runs[1].sum()) != len(stored):
+            runs = item_runs([stored])
+        starts, counts, digests = runs
+        held = set(digests[np.logical_or.reduceat(was_live, starts)].tolist()) if len(starts) else set()
+        again: set[bytes] = set()  # the ranges listed again whose rows hold a live one: those rows stay live
         for item in items:
-            rows = by_item.get(item_digest(item).encode())
-            if rows is not None:
-                live[rows] = True
+            key = item_digest(item).encode()
+            if key in held:
+                again.add(key)
             else:
                 changed.append(item)
+        if again:
+            live = np.repeat(np.fromiter((d in again for d in digests.tolist()), bool, len(digests)), counts)
+            live &= was_live
     else:
         row_of = _live_rows_of(stored, was_live, items)
         listed = item_numbers(items)
@@ -497,7 +530,7 @@ def plan(stored: Catalog, items: Sequence[Item], source: SourceParams) -> Plan:
                     live[parts] = True
                     continue
             changed.append(item)
-    released = np.flatnonzero(was_live & ~live).tolist()
+    released = np.flatnonzero(np.greater(was_live, live)).tolist()  # (live then, not now: one pass)
     result = Plan(stored, [])
     found: list[tuple[Item, str, str]] = []  # (item, id, sha) of the documents of changed items
     wanted: dict[str, set] = {}  # ids still to read, per item read for hashes
@@ -543,22 +576,34 @@ def plan(stored: Catalog, items: Sequence[Item], source: SourceParams) -> Plan:
             result.todo.append((item, frozenset(wanted[item.id]) if item.kind != "file" else None))
     # int8 (as the appended catalog stores it; written whole, int64): an int64 copy cost 80 MB at 10M rows
     result.catalog = result.catalog.with_columns(live=live.view(np.int8))
+    result.runs = runs if source.records and not len(result.patched) else None  # (patched: items changed)
     return result
 
 
-def _rows_by_item(stored: Catalog, was_live: np.ndarray) -> dict[bytes, np.ndarray]:
-    """The live rows of each JSONL or Parquet range, by its digest (the item column, as stored): a range's
-    records are rows that follow each other, so the column is cut where it changes, with no Python object per
-    row (10M records are ~2,500 ranges)."""
-    found: dict[bytes, list[np.ndarray]] = {}
-    start = 0
-    for column in stored.parts("item"):  # every row, segment by segment (joined, 160 MB at 10M rows): cut where
-        for lo, hi in zip(*_value_runs(column)):  # the value changes, then each range's live rows
-            rows = np.flatnonzero(was_live[start + lo:start + hi])
-            if len(rows):
-                found.setdefault(column[lo], []).append(rows + start + lo)
-        start += len(column)
-    return {digest: np.concatenate(parts) for digest, parts in found.items()}
+def item_runs(segments, first: ItemRuns | None = None) -> ItemRuns:
+    """(first row, rows, value) of each run of equal values of the item column of a catalog given as segments
+    (Catalog or ShardRows, in order): a JSONL or Parquet range's records are rows that follow each other, so the
+    column is cut where it changes, with no Python object per row (10M records are ~2,500 ranges); kept beside
+    the catalog, so that a run matches its listed ranges without reading the column (160 MB at 10M rows).
+    A stored catalog is read segment by segment (never joined); first: the first segment's runs, known already.
+    Runs that meet across segments with equal values are merged: the runs of the rows, however they are stored."""
+    found, start = [], 0
+    for s, segment in enumerate(segments):
+        if s == 0 and first is not None:
+            found.append(first)
+        else:
+            at = start
+            for column in segment.parts("item") if isinstance(segment, Catalog) else [segment.column("item")]:
+                lo, hi = (np.asarray(ends, np.int64) for ends in _value_runs(column))
+                found.append((lo + at, hi - lo, column[lo]))
+                at += len(column)
+        start += len(segment)
+    first_rows, rows = (np.concatenate([np.empty(0, np.int64), *(f[i] for f in found)]) for i in (0, 1))
+    if not len(rows):
+        return first_rows, rows, np.empty(0, "S1")
+    value = _concatenated([f[2] for f in found if len(f[2])])
+    cut = np.flatnonzero(np.r_[True, value[1:] != value[:-1]])  # (a few thousand values: compared as bytes)
+    return first_rows[cut], np.add.reduceat(rows, cut), value[cut]
 
 
 def _value_runs(column: np.ndarray) -> tuple[list[int], list[int]]:

@@ -336,6 +336,7 @@ class WorkDir:
         Either way a folder that is not nearDup's is refused (see _claim); cache: root is the default work dir
         under the user's cache folder, whose name nearDup chose."""
         self.root = Path(root)
+        self._root_text = str(self.root)
         if create:
             try:
                 self.root.parent.mkdir(parents=True, exist_ok=True)
@@ -486,15 +487,16 @@ class WorkDir:
             keep = {_output_name(file, record.key) for file in getattr(record, "files", {})}
             shards, limit = set(getattr(record, "shard_numbers", ())), getattr(record, "next_shard", 0)
             folder = os.path.join(self.root, stage)
-            for name in self._own_files(stage):
+            for name in self._own_files(stage, every=True):
                 if name in keep or name.startswith("."):  # listed, or another process's temporary file
                     continue
                 if name.startswith("part-"):
                     number = name[len("part-"):].split(".", 1)[0]
                     if not number.isdigit() or int(number) in shards or int(number) >= limit:
                         continue  # a listed shard, or work of a run not yet committed
-                with contextlib.suppress(OSError):
-                    os.unlink(os.path.join(folder, name))
+                if _OWN_FILE.fullmatch(name):  # (asked only of the files to remove: 10,000 names a stage at 10M)
+                    with contextlib.suppress(OSError):
+                        os.unlink(os.path.join(folder, name))
 
     def clear(self) -> None:
         """--force: forget every stage (the manifest, nearDup's files in the stage folders, and the folders if
@@ -509,15 +511,16 @@ class WorkDir:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.root / MANIFEST)
 
-    def _own_files(self, stage: str) -> list[str]:
+    def _own_files(self, stage: str, every: bool = False) -> list[str]:
         """The names in a stage folder that nearDup gives its files (see _OWN_FILE); none if the folder is missing
-        or not a plain folder (never a link's target)."""
+        or not a plain folder (never a link's target). every: all its names (the caller tells its own)."""
         try:
             fd = os.open(self.root / stage, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
         except OSError:
             return []
         try:
-            return [name for name in os.listdir(fd) if _OWN_FILE.fullmatch(name) or _OWN_TEMP.fullmatch(name)]
+            names = os.listdir(fd)
+            return names if every else [n for n in names if _OWN_FILE.fullmatch(n) or _OWN_TEMP.fullmatch(n)]
         finally:
             os.close(fd)
 
@@ -678,7 +681,7 @@ class WorkDir:
         """The done marker of a partition if it was finished with this key and its files are all present. (Paths
         as strings and one stat a file: a run over 10M documents asks this of 2,500 shards in each stage, and
         pathlib's objects and a second stat cost ~40 us a call.)"""
-        base = os.path.join(self.root, stage, _part_name(index, ""))
+        base = f"{self._root_text}/{stage}/{_part_name(index, '')}"  # (os.path.join of a Path: 2 us a call)
         try:  # (os.read, not open(): a buffered file object costs as much as the stats that follow)
             fd = os.open(base + "done.json", os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
             try:

@@ -578,8 +578,8 @@ def _jsonl_items(arg: str, params: SourceParams, stdin, spool, cuts: dict[str, C
             for start, end, line in cut.ranges.tolist():
                 yield Item("jsonl", path, f"{label}:{line:012d}", st.st_size, mtime_ns, start, end, line, inode)
             return
-    st, data = _read_jsonl_file(arg, path)
-    encoding = next((encoding for bom, encoding in BOMS if data.startswith(bom)), "utf-8")
+    st, head, ends = _read_jsonl_file(arg, path)
+    encoding = next((encoding for bom, encoding in BOMS if head.startswith(bom)), "utf-8")
     if encoding != "utf-8":  # its newlines are 2 or 4 bytes: lines are cut in a UTF-8 copy
         if spool is None:
             raise InputError(f"{arg}: JSONL in {encoding[:6].upper()} needs a work dir; convert it to UTF-8 "
@@ -588,10 +588,7 @@ def _jsonl_items(arg: str, params: SourceParams, stdin, spool, cuts: dict[str, C
             path = spool(path, None, encoding=encoding[:6])  # utf-16 and utf-32 read the BOM and drop it
         except OSError as e:
             raise InputError(f"{arg}: cannot read ({e.strerror})") from None
-        st, data = _read_jsonl_file(arg, path)
-    ends = np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == 10) + 1
-    if len(data) and data[-1:] != b"\n":
-        ends = np.r_[ends, len(data)]
+        st, head, ends = _read_jsonl_file(arg, path)
     start, line, ranges = 0, 0, []
     mtime_ns, inode = (origin or st).st_mtime_ns, (origin or st).st_ino
     while line < len(ends):
@@ -607,15 +604,38 @@ def _jsonl_items(arg: str, params: SourceParams, stdin, spool, cuts: dict[str, C
                          np.array(ranges, np.int64).reshape(len(ranges), 3))
 
 
-def _read_jsonl_file(arg: str, path: str) -> tuple[os.stat_result, bytes]:
+def _read_jsonl_file(arg: str, path: str) -> tuple[os.stat_result, bytes, np.ndarray]:
+    """A JSONL file's stat, its first bytes (a BOM) and the end of each line (one past its newline; the last
+    line's end, without one too), read a few MB at a time into one buffer and compared into one mask: a copy of
+    the file and a mask its size were most of the system time of an index run adding a shard of 100 MB. (Read,
+    not mapped: a file cut short meanwhile would kill a process reading its map.)"""
     try:
         st = os.stat(path)
-        with open(path, "rb") as f:
-            return st, f.read()
+        with open(path, "rb", buffering=0) as f:
+            head, ends = _line_ends(f)
     except FileNotFoundError:
         raise InputError(f"{arg}: no such file or directory") from None
     except OSError as e:
         raise InputError(f"{arg}: cannot read ({e.strerror})") from None
+    return st, head, ends
+
+
+NEWLINE_STEP = 1 << 22  # bytes of a JSONL file read and compared at a time for its newlines
+
+
+def _line_ends(f) -> tuple[bytes, np.ndarray]:
+    """The first 4 bytes of the file f and one past each of its newlines (byte 10), and its length if it does not
+    end with one."""
+    buffer = bytearray(NEWLINE_STEP)
+    data, mask = np.frombuffer(buffer, np.uint8), np.empty(NEWLINE_STEP, bool)
+    head, found, at, last = b"", [np.empty(0, np.int64)], 0, 10
+    while n := f.readinto(buffer):
+        head += bytes(buffer[:max(0, min(n, 4 - len(head)))])
+        found.append(np.flatnonzero(np.equal(data[:n], 10, out=mask[:n])) + (at + 1))
+        at, last = at + n, buffer[n - 1]
+    if last != 10:
+        found.append(np.array([at], np.int64))
+    return head, np.concatenate(found)
 
 
 def parquet_files(arg: str) -> list[str]:
