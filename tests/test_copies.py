@@ -347,7 +347,7 @@ def test_the_report_of_a_run_prints_the_listing_its_verify_made_as_the_stored_fi
     from nearDup.report.printer import Printer, text_stream
     from nearDup.store.workdir import WorkDir
 
-    texts, dirs = odd_runs
+    _, dirs = odd_runs
     work = WorkDir(dirs[run])
 
     def printed(pairs, fmt: str) -> bytes:
@@ -373,7 +373,7 @@ def test_the_report_of_a_run_prints_the_listing_its_verify_made_as_the_stored_fi
             for _ in range(2):  # (its pairs made once and kept: the second print reads them)
                 assert printed(StoredPairs(work, involving if new else None), fmt) == text, (fmt, new)
         with pytest.raises(AssertionError, match="read from the files"):
-            StoredPairs(WorkDir(dirs[run]))._entries  # another WorkDir object
+            assert StoredPairs(WorkDir(dirs[run]))._entries  # another WorkDir object
         copies.Listing.stored(work).remember(work, "another key")
         with pytest.raises(AssertionError, match="read from the files"):
-            StoredPairs(work)._entries
+            assert StoredPairs(work)._entries
