@@ -32,21 +32,6 @@ def in_sorted(values: np.ndarray, sorted_values: np.ndarray) -> np.ndarray:
     return sorted_values[np.minimum(np.searchsorted(sorted_values, values), len(sorted_values) - 1)] == values
 
 
-def in_few(values: np.ndarray, sorted_values: np.ndarray) -> np.ndarray:
-    """in_sorted for many values (uint64 hashes) against few: a table of 2^k bits (k ~ log2 of 64 x their number)
-    indexed by each value's low bits passes every member and a fraction <= 1/64 of the others, and only those are
-    searched. A binary search of 10M random values into 100,000 took 1.1 s (a cache miss a level); the table is
-    one gather into a few MB."""
-    bits = max(16, min(30, int(len(sorted_values) * 64).bit_length()))
-    mask = np.uint64((1 << bits) - 1)
-    table = np.zeros(1 << bits, bool)
-    table[(np.asarray(sorted_values, np.uint64) & mask).view(np.int64)] = True
-    found = table[(np.asarray(values, np.uint64) & mask).view(np.int64)]  # (one temporary of 10M, not three)
-    maybe = np.flatnonzero(found)
-    found[maybe] = in_sorted(values[maybe], sorted_values)
-    return found
-
-
 def ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     """Concatenation of arange(s, s + l) for each (s, l), without a Python loop."""
     lengths = np.asarray(lengths, dtype=np.int64)

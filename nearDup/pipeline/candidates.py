@@ -392,7 +392,7 @@ def run(runner: Runner, params: CandidateParams) -> CandidatesRecord:
     previous = _previous_candidates(work, basis)
     last = Pairing.load(work, previous) if previous is not None else None
     bands = upstream.params.bands
-    pairable_docs = int(np.count_nonzero(mask))
+    pairable_docs = len(order)
     new = int(np.count_nonzero(mask[last.documents:])) if last is not None else pairable_docs
     segment = _next_segment(work, previous, pairable_docs, bands, new) if previous is not None else 0
     old_digests = digest_runs(previous) if previous is not None else []
@@ -404,9 +404,9 @@ def run(runner: Runner, params: CandidateParams) -> CandidatesRecord:
     del digest_run  # (at 10M documents a base is 160 MB of the client's)
     pairing_files = Pairing.files(work, key, ascending)
     pairing.save(work, pairing_files)
-    if params.method == "exact" or (params.method == "auto" and _join_may_pay(runner, docs.catalog,
-                                                                             pairing.heads(), bands)):
-        join = _join_input(work, key, shingle_record, pairing.heads())
+    heads = pairing.heads() if params.method != "lsh" else np.empty(0, np.int64)  # (the sets the join would pair)
+    if params.method == "exact" or (params.method == "auto" and _join_may_pay(runner, docs.catalog, heads, bands)):
+        join = _join_input(work, key, shingle_record, heads)
         method = params.method if params.method == "exact" else choose_method(runner, join, params, bands)
         if method == "exact":
             return _run_exact(runner, key, params, upstream.key, join, pairing.copies, small, pairing_files)
@@ -468,6 +468,12 @@ def digest_runs(record: CandidatesRecord) -> list[tuple[str, str]]:
     return [_digest_files(int(tail[2:]) if tail else 0) for tail in tails]
 
 
+def _link_kept(work: WorkDir, previous: CandidatesRecord, key: str, runs: list[list[tuple[str, str]]]) -> None:
+    """The last run's files of runs of sorted keys (lists of (keys, docs) names) linked under this run's key."""
+    for name in (name for task_runs in runs for run in task_runs for name in run):
+        work.link(work.output("candidates", name, previous.key), work.output("candidates", name, key))
+
+
 def _load_runs(work: WorkDir, record: CandidatesRecord, names: list[tuple[str, str]]
                ) -> list[tuple[np.ndarray, np.ndarray]]:
     """The (keys, docs) runs of a record's files, mapped."""
@@ -482,8 +488,7 @@ def _save_digest_index(work: WorkDir, key: str, previous: CandidatesRecord | Non
     run (segment 0), all of them merged into a new base without the documents that left. A run without the last
     run's digest index (run: the base of every pairable document) writes it as a base. Returns its file names."""
     if previous is not None and old and segment:
-        for name in (name for files in old for name in files):
-            work.link(work.output("candidates", name, previous.key), work.output("candidates", name, key))
+        _link_kept(work, previous, key, [old])
         runs = [*old, _digest_files(segment)]
     else:
         if previous is not None and old:
@@ -516,11 +521,9 @@ def _grouped_candidates(runner: Runner, shingle_record: ShingleRecord, key: str,
     old_large = work.load_jsonl(work.output("candidates", "large_buckets.jsonl", previous.key), "candidates") \
         if previous is not None else []
     runs = index_runs(previous, bands) if previous is not None else [[] for _ in files]
-    last = tuple((name, str(work.output("candidates", name, previous.key))) for name in Pairing.NAMES
-                 if name in previous.files) if previous is not None else ()
+    last = tuple(Pairing.stored_files(work, previous).items()) if previous is not None else ()
     if previous is not None and segment:  # kept as they are: the same files under this run's key
-        for name in (name for task_runs in runs for run in task_runs for name in run):
-            work.link(work.output("candidates", name, previous.key), work.output("candidates", name, key))
+        _link_kept(work, previous, key, runs)
     tasks = [BandTask(str(work.root), tuple(range(lo, min(lo + BANDS_PER_TASK, bands))), tuple(pairing.items()),
                       tuple(shingle_record.shard_numbers), tuple(part_starts(shingle_record).tolist()),
                       params.max_bucket,

@@ -55,49 +55,41 @@ def copy_classes(work: WorkDir, shingle_record: ShingleRecord, pairable: np.ndar
     kept), so that no digest of every document is read nor compared (at 10M documents, 0.4 CPU s a run); the run
     returned then is the new documents' segment. Without runs (a work dir from before them), or without previous,
     every digest is read, and the run returned is the base of every pairable document."""
-    kept = np.empty((0, 2), np.int64)
-    if previous is None or runs is None:
+    made = previous is None or runs is None  # every digest read: the base of the digest index made from them
+    if made:
         everyone = _band_digest(work, shingle_record)
         base = np.flatnonzero(pairable)
         base_run = lsh.band_index(everyone[base], base)
     if previous is None:
-        members_run = base_run
+        return Copies.sorted(_grouped_copies(work, shingle_record, *base_run)), base_run
+    if runs is None:
+        runs = [base_run]  # (its new documents are left out below with the others that were not members then)
+    old = previous.documents
+    was, now = previous.pairable_mask(), pairable[:old]
+    gone, arrived = np.flatnonzero(was & ~now), np.flatnonzero(now & ~was)  # (arrived: none, as rows never come
+    new = old + np.flatnonzero(pairable[old:])                               # back to life; a guard)
+    changed = np.concatenate([new, gone, arrived])
+    if made:
+        digests = everyone[changed]
     else:
-        old = previous.documents
-        was, now = previous.pairable_mask(), pairable[:old]
-        gone, arrived = np.flatnonzero(was & ~now), np.flatnonzero(now & ~was)  # (arrived: none, as rows never
-        new = old + np.flatnonzero(pairable[old:])                               # come back to life; a guard)
-        if runs is None:
-            changed = np.concatenate([new, gone, arrived])
-            digests = everyone[changed]
-        else:
-            starts = part_starts(shingle_record)
-            first = int(np.searchsorted(starts, old))  # the shards numbered from old on: the new documents'
-            tail = work.load_parts("band", shingle_record.shard_numbers[first:], DIGEST, np.dtype(U64),
-                                   shingle_record.shard_docs[first:])
-            changed = np.concatenate([new, gone, arrived])
-            digests = np.concatenate([tail[new - old], _digests_of(work, shingle_record, np.r_[gone, arrived])])
-        touched = sets.sorted_unique(digests)
-        # grouped again: every member whose digest a new, gone or arrived document has (a gone label's class has
-        # its digest); the others keep their classes
-        if runs is None:
-            hit = np.flatnonzero(sets.in_few(everyone[:old], touched) & now & was)  # (arrived ones: below)
-            hit_digests = everyone[hit]
-        else:
-            hit_digests, hit = lsh.runs_members(runs, touched)
-            alive = now[hit] & was[hit]  # (the runs keep the documents that left until they are compacted)
-            hit_digests, hit = hit_digests[alive], hit[alive]
-        rows = previous.copies.rows
-        kept = rows[~sets.in_sorted(rows[:, 1], np.sort(np.concatenate([hit, gone])))]
-        is_new = np.r_[np.ones(len(new), bool), np.zeros(len(gone), bool), np.ones(len(arrived), bool)]
-        regrouped = np.concatenate([hit_digests, digests[is_new]]), np.concatenate([hit, changed[is_new]])
-        by = np.lexsort(regrouped[::-1])  # by digest, then number
-        members_run = regrouped[0][by], regrouped[1][by]
-        if runs is not None:
-            base_run = lsh.band_index(digests[is_new], changed[is_new])
-    found = _grouped_copies(work, shingle_record, *members_run)
-    rows = np.concatenate([kept, found])
-    return Copies(rows[np.lexsort((rows[:, 1], rows[:, 0]))]), base_run
+        first = int(np.searchsorted(part_starts(shingle_record), old))  # the shards of the new documents
+        tail = work.load_parts("band", shingle_record.shard_numbers[first:], DIGEST, np.dtype(U64),
+                               shingle_record.shard_docs[first:])
+        digests = np.concatenate([tail[new - old], _digests_of(work, shingle_record, np.r_[gone, arrived])])
+    # grouped again: every member whose digest a new, gone or arrived document has (a gone label's class has its
+    # digest); the others keep their classes
+    hit_digests, hit = lsh.runs_members(runs, sets.sorted_unique(digests))
+    alive = hit < old
+    alive[alive] = (now & was)[hit[alive]]  # (the runs keep the documents that left until they are compacted)
+    hit_digests, hit = hit_digests[alive], hit[alive]
+    rows = previous.copies.rows
+    kept = rows[~sets.in_sorted(rows[:, 1], np.sort(np.concatenate([hit, gone])))]
+    is_new = np.r_[np.ones(len(new), bool), np.zeros(len(gone), bool), np.ones(len(arrived), bool)]
+    regrouped = np.concatenate([hit_digests, digests[is_new]]), np.concatenate([hit, changed[is_new]])
+    by = np.lexsort(regrouped[::-1])  # by digest, then number
+    copies = Copies.sorted(np.concatenate([kept, _grouped_copies(work, shingle_record, regrouped[0][by],
+                                                                 regrouped[1][by])]))
+    return copies, base_run if made else lsh.band_index(digests[is_new], changed[is_new])
 
 
 def _grouped_copies(work: WorkDir, shingle_record: ShingleRecord, digest: np.ndarray,
@@ -184,7 +176,11 @@ class Copies:
     def of(cls, label: np.ndarray) -> Copies:
         """From labels of every document (-1: cannot pair), as work dirs from before stored them (classes.npy)."""
         docs = np.flatnonzero(label >= 0)
-        rows = cls.rows_of(docs, np.asarray(label[docs], np.int64))
+        return cls.sorted(cls.rows_of(docs, np.asarray(label[docs], np.int64)))
+
+    @classmethod
+    def sorted(cls, rows: np.ndarray) -> Copies:
+        """Of rows (label, member) in any order."""
         return cls(rows[np.lexsort((rows[:, 1], rows[:, 0]))])
 
     def labels(self, numbers: np.ndarray) -> np.ndarray:
@@ -221,14 +217,6 @@ class Copies:
         return members, lengths
 
 
-def load_copies(work: WorkDir) -> Copies:
-    """The stored Copies of the candidates stage, or (a work dir from before they were stored) made from its
-    labels."""
-    if COPIES in require(work, CandidatesRecord).files:
-        return Copies(work.load_array(work.current("candidates", COPIES), "candidates"))
-    return Copies.of(work.load_array(work.current("candidates", "classes.npy"), "candidates", mmap=True))
-
-
 PAIRABLE = "pairable.npy"  # candidates/KEY.pairable.npy: bool by global number, the documents that can pair
 RANK = "rank.npy"  # candidates/KEY.rank.npy: int64 by global number, a document's place in id order (-1: none)
 
@@ -262,8 +250,12 @@ class Pairing:
     @classmethod
     def load(cls, work: WorkDir, record: CandidatesRecord) -> Pairing:
         """The Pairing a candidates record stored."""
-        return cls.read(work, {name: str(work.output("candidates", name, record.key))
-                               for name in cls.NAMES if name in record.files})
+        return cls.read(work, cls.stored_files(work, record))
+
+    @classmethod
+    def stored_files(cls, work: WorkDir, record: CandidatesRecord) -> dict[str, str]:
+        """The files of the Pairing a candidates record stored (name -> path)."""
+        return {name: str(work.output("candidates", name, record.key)) for name in cls.NAMES if name in record.files}
 
     @classmethod
     def read(cls, work: WorkDir, files: dict[str, str]) -> Pairing:
@@ -359,7 +351,7 @@ def stored_entries(work: WorkDir, pairs: np.ndarray) -> ClassPairs:
     """Entries that verify stored (some of its checked.npy or pairs.npy), as ClassPairs: an entry is a class pair
     when the candidates stage stored it as one."""
     class_pairs = work.load_array(work.current("candidates", "pairs.npy"), "candidates")
-    return ClassPairs(pairs, among(pairs, class_pairs), load_copies(work))
+    return ClassPairs(pairs, among(pairs, class_pairs), Pairing.load(work, require(work, CandidatesRecord)).copies)
 
 
 def verified_entries(work: WorkDir) -> ClassPairs:
@@ -531,15 +523,14 @@ class Listing:
         return self
 
     @classmethod
-    def stored(cls, work: WorkDir, entries: ClassPairs | None = None, involving: set[str] | None = None) -> Listing:
-        """The verified pairs of a work dir (what its pairs.jsonl holds), from verify's stored arrays (entries:
-        verified_entries, if read already); or, when this process's verify stage made them, the Listing it made
-        (remembered), whose ids and pairs the report would otherwise make again (~0.2 CPU s for 110,000 pairs
-        among 10M documents)."""
+    def stored(cls, work: WorkDir, involving: set[str] | None = None) -> Listing:
+        """The verified pairs of a work dir (what its pairs.jsonl holds), from verify's stored arrays; or, when
+        this process's verify stage made them, the Listing it made (remembered), whose ids and pairs the report
+        would otherwise make again (~0.2 CPU s for 110,000 pairs among 10M documents)."""
         key, made = _MADE.get(work, ("", None))
-        if made is not None and entries is None and key == require(work, VerifyRecord).key:
+        if made is not None and key == require(work, VerifyRecord).key:
             return copy.copy(made).involving(involving)
-        entries = verified_entries(work) if entries is None else entries
+        entries = verified_entries(work)
         ids = load_catalog(work, require(work, ShingleRecord)).ids_of(sets.sorted_unique(entries.members).tolist())
         return cls(ids, entries, work.load_array(work.current("verify", "scores.npy"), "verify"),
                    work.load_array(work.current("verify", "sizes.npy"), "verify"),

@@ -29,7 +29,7 @@ class StoredPairs:
     # read once for the count, the print and the summary; the Listing that this run's verify made, if it did
     @functools.cached_property
     def _columns(self) -> Listing:
-        return Listing.stored(self.work, involving=self.involving)
+        return Listing.stored(self.work, self.involving)
 
     @property
     def _entries(self) -> ClassPairs:
