@@ -140,8 +140,11 @@ def make_epub(path: Path, chapters: list[str]) -> None:
 
 
 def make_pdf(pages: list[str]) -> bytes:
-    """A PDF written object by object (Helvetica, one text line per 12 words): a text layer with no PDF library."""
-    objs = ["<< /Type /Catalog /Pages 2 0 R >>", None, "<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>"]
+    """A PDF written object by object (Helvetica, one text line per 12 words): a text layer with no PDF library.
+    The text is written in Latin-1, so the font says WinAnsiEncoding (Latin-1's letters at the same codes): without
+    it a reader takes the font's StandardEncoding, where 0xE9 is Ø, not é (PDFium 5.15 does)."""
+    objs = ["<< /Type /Catalog /Pages 2 0 R >>", None,
+            "<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica /Encoding /WinAnsiEncoding >>"]
     kids = []
     for text in pages:
         words = text.split()
