@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from nearDup.config import ShingleParams
 from nearDup.kernels import lsh, minhash, sets
+from nearDup.kernels.hashing import fmix64
 from nearDup.kernels.sets import csr_lists, csr_sets, gather_sets
 from nearDup.kernels.shingle import CodePointHasher, kgram_hashes, word_characters, word_hashes
 from nearDup.text.normalise import normalise
@@ -293,6 +294,32 @@ def test_bucket_members_are_the_whole_buckets_of_the_keys_asked(seed):
     assert np.array_equal(got_keys, sorted_keys[wanted]) and np.array_equal(got_numbers, sorted_numbers[wanted])
 
 
+@pytest.mark.parametrize("n", [0, 1, 5, 1000, 70_000])
+def test_key_filter_holds_every_key_and_passes_absent_ones_at_its_share_of_set_bits(n):
+    """Against brute force over Python ints: the filter's set bits are exactly the keys' top-bit slots, so no key
+    of the index is ever filtered out; an absent uniform key passes with probability (set bits / bits), which the
+    sizing keeps under 1 - exp(-1/8) (Bloom, one hash), checked on 200,000 keys within 5 standard deviations."""
+    rng = np.random.default_rng(n)
+    keys = np.sort(np.r_[rng.integers(0, 2**63, n, dtype=np.int64).astype(np.uint64) * np.uint64(2),
+                         np.array([0, 2**64 - 1][:min(n, 2)], np.uint64)])
+    bitmap = lsh.key_filter(keys)
+    log = (len(bitmap) * 8).bit_length() - 1
+    assert 1 << log == len(bitmap) * 8 and (1 << log) >= max(len(keys) * lsh.FILTER_BITS, 1 << lsh.FILTER_MIN_LOG)
+    slots = {k >> (64 - log) for k in keys.tolist()}
+    bits = np.unpackbits(bitmap, bitorder="little")
+    assert set(np.flatnonzero(bits).tolist()) == slots
+    assert lsh.may_hold(bitmap, keys).all()
+    absent = rng.integers(0, 2**63, 200_000, dtype=np.int64).astype(np.uint64) * np.uint64(2) + np.uint64(1)
+    share = len(slots) / (1 << log)
+    assert share <= 1 - np.exp(-1 / 8) + 1e-12
+    passed = lsh.may_hold(bitmap, absent).mean()
+    assert abs(passed - share) <= 5 * np.sqrt(share * (1 - share) / len(absent)) + 1e-9
+    asked = np.unique(np.r_[absent[:500], rng.choice(keys, min(n, 50)) if n else []]).astype(np.uint64)
+    numbers = np.arange(len(keys))
+    assert all(np.array_equal(a, b) for a, b in zip(lsh.bucket_members(keys, numbers, asked, bitmap),
+                                                    lsh.bucket_members(keys, numbers, asked)))
+
+
 def band_pairs_with_counts(keys, numbers, rank, max_bucket):
     """Candidate pairs of an index computed from nothing: every band's pairs, counted over the bands."""
     found = [lsh.bucket_pairs(*lsh.band_index(keys[:, j], numbers), max_bucket, rank)[0] for j in range(keys.shape[1])]
@@ -305,10 +332,11 @@ def test_updating_a_band_index_gives_the_pairs_and_counts_of_one_built_from_noth
     """An index kept as runs (a base, a segment, documents that left earlier still in them), then documents
     deleted, new ones appended as one more run, ids reordered (renames): the pairs of the touched buckets, added
     to the old pairs, equal what a fresh index gives, large buckets and anchors included; the runs compacted are
-    the fresh index."""
+    the fresh index. Odd seeds look the runs up through their key filters."""
     rng = np.random.default_rng(seed)
     n_old, n_new, bands, max_bucket = 300, 40, 3, 4
-    keys = rng.integers(0, 60, (n_old + n_new, bands)).astype(np.uint64)  # buckets of ~5: many too large
+    # buckets of ~5: many too large; keys spread over 64 bits as band keys are (fmix64: a bijection)
+    keys = fmix64(rng.integers(0, 60, (n_old + n_new, bands)).astype(np.uint64))
     left = np.zeros(n_old, bool)
     left[rng.choice(n_old, 20, replace=False)] = True  # left before the last run: in the runs, not indexed
     old = np.flatnonzero(~left)
@@ -326,8 +354,9 @@ def test_updating_a_band_index_gives_the_pairs_and_counts_of_one_built_from_noth
     for j in range(bands):
         runs = [lsh.band_index(keys[lo:hi, j], np.arange(lo, hi)) for lo, hi in ((0, 200), (200, n_old))]
         large_keys = lsh.bucket_pairs(*lsh.band_index(keys[old, j], old), max_bucket, old_rank)[1][:, 2]
+        filters = [lsh.key_filter(k) for k, _ in runs] if seed % 2 else None
         new_run, lost, gained, large = lsh.update_band(runs, old_rank, large_keys, keys[:n_old][dead, j],
-                                                       keys[new, j], new, rank, max_bucket)
+                                                       keys[new, j], new, rank, max_bucket, filters=filters)
         fresh = lsh.band_index(keys[now, j], now)
         assert all(np.array_equal(a, b) for a, b in zip(lsh.merge_runs([*runs, new_run], rank), fresh))
         assert np.array_equal(large, lsh.bucket_pairs(*fresh, max_bucket, rank)[1])

@@ -97,9 +97,44 @@ def band_index(keys: np.ndarray, numbers: np.ndarray) -> tuple[np.ndarray, np.nd
     return keys[order], numbers[order]
 
 
-def bucket_members(sorted_keys: np.ndarray, numbers: np.ndarray, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+FILTER_BITS = 8  # bits of a key filter per key, at least (8 to 16: it passes 6% to 12% of absent keys)
+FILTER_MIN_LOG = 10  # and at least 2^10 bits
+
+
+def key_filter(sorted_keys: np.ndarray) -> np.ndarray:
+    """A filter of a band index's keys: a Bloom filter with one hash, the key's top bits (band keys are hashes,
+    uniform over 64 bits). Bit (key >> (64 - L)) is set for each key (bit i: byte i >> 3, bit i & 7), with 2^L the
+    power of two >= FILTER_BITS bits a key: a key absent from the index passes with probability
+    1 - exp(-n / 2^L) <= 1 - exp(-1/8) ~ 0.118 (Bloom 1970, one hash function). Returns 2^L / 8 bytes (uint8).
+
+    An incremental run looks up ~1% new keys in each band of a large index, and most of them are in no bucket:
+    searching 10M sorted keys costs ~0.15 us a key (a chain of cache misses), the filter one independent miss.
+
+    sorted_keys: uint64, ascending."""
+    log = max(FILTER_MIN_LOG, (len(sorted_keys) * FILTER_BITS - 1).bit_length())
+    out = np.zeros(1 << (log - 3), np.uint8)
+    if len(sorted_keys):
+        slot = sorted_keys >> U64(64 - log)  # ascending too: a byte's bits are neighbours
+        byte = (slot >> U64(3)).astype(np.int64)
+        first = np.flatnonzero(np.r_[True, byte[1:] != byte[:-1]])
+        out[byte[first]] = np.bitwise_or.reduceat(np.left_shift(1, slot & U64(7)).astype(np.uint8), first)
+    return out
+
+
+def may_hold(key_filter_: np.ndarray, keys: np.ndarray) -> np.ndarray:
+    """Whether each of keys may be among the keys of key_filter_ (False: certainly not)."""
+    log = (len(key_filter_) * 8).bit_length() - 1
+    slot = np.asarray(keys, U64) >> U64(64 - log)
+    return ((key_filter_[(slot >> U64(3)).astype(np.int64)] >> (slot & U64(7)).astype(np.uint8)) & 1).astype(bool)
+
+
+def bucket_members(sorted_keys: np.ndarray, numbers: np.ndarray, keys: np.ndarray,
+                   key_filter_: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """The part of a band index (sorted_keys, numbers) whose keys are among `keys` (unique, ascending): whole
-    buckets, still in index order."""
+    buckets, still in index order. key_filter_: the index's (key_filter), if it has one: only the keys it may hold
+    are searched."""
+    if key_filter_ is not None:
+        keys = keys[may_hold(key_filter_, keys)]
     lo = np.searchsorted(sorted_keys, keys, "left")
     at = ranges(lo, _run_lengths(sorted_keys, keys, lo))
     return sorted_keys[at], numbers[at]
@@ -126,14 +161,20 @@ def _run_lengths(sorted_keys: np.ndarray, keys: np.ndarray, lo: np.ndarray) -> n
     return length
 
 
-def runs_members(runs: list[tuple[np.ndarray, np.ndarray]], keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def runs_members(runs: list[tuple[np.ndarray, np.ndarray]], keys: np.ndarray,
+                 filters: list[np.ndarray | None] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """bucket_members of a band index kept as sorted runs (a base and the segments appended after it, each a
     band_index whose numbers all exceed those of the runs before it): the whole buckets of `keys` (unique,
     ascending) of all runs, as bucket_members of their band_index would give them. A stable sort by key keeps
-    each bucket's numbers ascending, since the runs come in number order."""
-    parts = [bucket_members(k, n, keys) for k, n in runs]
-    found_keys = np.concatenate([k for k, _ in parts]) if parts else np.empty(0, U64)
-    numbers = np.concatenate([n for _, n in parts]) if parts else np.empty(0, np.int64)
+    each bucket's numbers ascending, since the runs come in number order. filters: each run's key_filter, or
+    None."""
+    return _merged([bucket_members(k, n, keys, f) for (k, n), f in zip(runs, filters or [None] * len(runs))])
+
+
+def _merged(runs: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+    """Runs of (sorted keys, numbers), each numbered after the one before, as one: a stable sort by key."""
+    found_keys = np.concatenate([k for k, _ in runs]) if runs else np.empty(0, U64)
+    numbers = np.concatenate([n for _, n in runs]) if runs else np.empty(0, np.int64)
     order = np.argsort(found_keys, kind="stable")
     return found_keys[order], numbers[order]
 
@@ -202,7 +243,8 @@ def class_bucket_pairs(sorted_keys: np.ndarray, numbers: np.ndarray, max_bucket:
 
 def update_band(runs: list[tuple[np.ndarray, np.ndarray]], old_rank: ByNumber, large_keys: np.ndarray,
                 died_keys: np.ndarray, new_keys: np.ndarray, new_numbers: np.ndarray, rank: ByNumber,
-                max_bucket: int, old_label: ByNumber | None = None, label: ByNumber | None = None):
+                max_bucket: int, old_label: ByNumber | None = None, label: ByNumber | None = None,
+                filters: list[np.ndarray | None] | None = None):
     """One band of an incremental run: (the new documents' run, pairs lost, pairs gained, large buckets).
 
     The band index is kept as sorted runs (runs_members): a base and one segment per run that added documents,
@@ -217,11 +259,12 @@ def update_band(runs: list[tuple[np.ndarray, np.ndarray]], old_rank: ByNumber, l
     was large before, hence touched).
 
     With labels (old_label, label: class_bucket_pairs), lost and gained are (label pairs, star pairs). A label
-    changes only when its class gains or loses a document, which touches the class's bucket in every band."""
+    changes only when its class gains or loses a document, which touches the class's bucket in every band.
+    filters: the runs' key filters (runs_members)."""
     new_run = band_index(new_keys, new_numbers)
     touched = sorted_unique(np.concatenate([new_keys, died_keys, np.asarray(large_keys, np.int64).view(np.uint64)]))
-    old = runs_members(runs, touched)
-    new = runs_members([old, new_run], touched)
+    old = runs_members(runs, touched, filters)
+    new = _merged([old, new_run])  # (runs_members of both: every new document's bucket is touched)
     old_alive, alive = old_rank[old[1]] >= 0, rank[new[1]] >= 0
     old, new = (old[0][old_alive], old[1][old_alive]), (new[0][alive], new[1][alive])
     if label is not None and old_label is not None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -126,8 +127,7 @@ def band_candidates(task: BandTask) -> tuple[np.ndarray, np.ndarray, np.ndarray,
         old_total, old_rank, old_label, rank, label = (last.documents, last.rank, last.label, pairing.rank,
                                                        pairing.label)
         died, new = (work.load_array(Path(p), "candidates") for p in task.changed)
-        runs = [(work.load_array(Path(k), "candidates", mmap=True), work.load_array(Path(d), "candidates", mmap=True))
-                for k, d in task.runs]
+        runs = [tuple(work.load_array(Path(p), "candidates", mmap=True) for p in run) for run in task.runs]
         died_keys = _keys_of(work, task, died)
         new_keys = _band_keys(work, task, old_total)[new - old_total]
     else:  # every document looked up in every band: as arrays
@@ -136,10 +136,11 @@ def band_candidates(task: BandTask) -> tuple[np.ndarray, np.ndarray, np.ndarray,
         keys = _band_keys(work, task)[members]
     for j, band in enumerate(task.bands):
         if task.previous:
-            band_runs = [(k[j], d[j]) for k, d in runs]
+            band_runs = [(run[0][j], run[1][j]) for run in runs]
             new_index, lost, gained, big = lsh.update_band(band_runs, old_rank, task.large_keys[j], died_keys[:, j],
                                                            np.ascontiguousarray(new_keys[:, j]), new, rank,
-                                                           task.max_bucket, old_label, label)
+                                                           task.max_bucket, old_label, label,
+                                                           [run[2][j] if len(run) > 2 else None for run in runs])
             for kind in (0, 1):
                 found[kind] += [lost[kind], gained[kind]]
                 counts[kind] += [np.full(len(lost[kind]), -1, np.int64), np.ones(len(gained[kind]), np.int64)]
@@ -155,8 +156,7 @@ def band_candidates(task: BandTask) -> tuple[np.ndarray, np.ndarray, np.ndarray,
             found[kind], counts[kind] = [merged], [summed]
         index.append((sk, sn))
         large.append(np.concatenate([np.full((len(big), 1), band), big], axis=1))
-    work.save_array(Path(task.index[0]), np.stack([k for k, _ in index]))
-    work.save_array(Path(task.index[1]), np.stack([d for _, d in index]))
+    _save_index(work, task.index, index)
     return (found[0][0], counts[0][0], found[1][0], counts[1][0],
             np.concatenate(large).astype(np.int64) if large else np.empty((0, 4), np.int64))
 
@@ -272,8 +272,16 @@ def merge_index(task: IndexTask) -> None:
     for j, band in enumerate(task.bands):
         lo, hi = np.searchsorted(rows[:, 0], [band, band + 1]).tolist()
         keys[j], docs[j] = rows[lo:hi, 1].view(np.uint64), rows[lo:hi, 2]
-    work.save_array(Path(task.index[0]), keys)
-    work.save_array(Path(task.index[1]), docs)
+    _save_index(work, task.index, list(zip(keys, docs)))
+
+
+def _save_index(work: WorkDir, paths: tuple, index: list[tuple[np.ndarray, np.ndarray]]) -> None:
+    """A task's part of the band index, each band's (sorted keys, documents), to paths (keys, docs[, filter]): a
+    base has its key filters (lsh.key_filter) too, a segment not (it is small)."""
+    work.save_array(Path(paths[0]), np.stack([k for k, _ in index]))
+    work.save_array(Path(paths[1]), np.stack([d for _, d in index]))
+    if len(paths) > 2:
+        work.save_array(Path(paths[2]), np.stack([lsh.key_filter(k) for k, _ in index]))
 
 
 def pairable(catalog: Catalog, params: CandidateParams) -> np.ndarray:
@@ -295,20 +303,23 @@ def _per_row(catalog: Catalog, test) -> np.ndarray:
 def pairing_order(catalog: Catalog, params: CandidateParams) -> np.ndarray:
     """Global numbers of the documents that can pair (pairable), sorted by id (UTF-8 bytes sort in code point
     order, as Python sorts str)."""
-    return _by_id(catalog, np.flatnonzero(pairable(catalog, params)))[0]
+    mask = pairable(catalog, params)
+    order = _by_id(catalog, mask)
+    return np.flatnonzero(mask) if order is None else order
 
 
-def _by_id(catalog: Catalog, numbers: np.ndarray) -> tuple[np.ndarray, bool]:
-    """(numbers sorted by id, whether they were so already)."""
+def _by_id(catalog: Catalog, mask: np.ndarray) -> np.ndarray | None:
+    """The numbers of the rows of mask sorted by id; None if the numbers ascend by id already, as they most often
+    do (a 10M index's incremental run made them in ~0.15 CPU s, for nothing: 80 MB of fresh pages)."""
     catalog.let_go()  # live, shingles and size read whole (24 bytes a document) out of the client's RSS
-    numbers = numbers.astype(np.int64, copy=False)
     if catalog.ids_ascending:  # (checked this run: no column of ids joined again)
-        return numbers, True
+        return None
+    numbers = np.flatnonzero(mask)
     ids = catalog.id_bytes()
     ids = ids if len(numbers) == len(ids) else ids[numbers]  # (every row pairable: no copy of the column)
     if len(ids) > 1 and not (ids[1:] > ids[:-1]).all():  # appended shards: restore id order
-        return numbers[np.argsort(ids, kind="stable")], False
-    return numbers, True
+        return numbers[np.argsort(ids, kind="stable")]
+    return None
 
 
 def _index_files(bands: int, segment: int = 0) -> list[tuple[int, str, str]]:
@@ -319,18 +330,31 @@ def _index_files(bands: int, segment: int = 0) -> list[tuple[int, str, str]]:
             for lo in range(0, bands, BANDS_PER_TASK)]
 
 
+def _filter_file(lo: int) -> str:
+    """The key filters (lsh.key_filter) of a task's bands of the base; an index from before them has none."""
+    return f"index-{lo:03d}.filter.npy"
+
+
+def _base_filters(bands: int, segment: int, previous: CandidatesRecord | None) -> list[str]:
+    """The key filter files of the band index a run leaves: all of a new base's (segment 0), else those the kept
+    base has."""
+    if not segment or previous is None:
+        return [_filter_file(lo) for lo, _, _ in _index_files(bands)]
+    return [name for task_runs in index_runs(previous, bands) for name in task_runs[0][2:]]
+
+
 def index_segments(record: CandidatesRecord) -> int:
     """How many segments follow the base of a candidates record's band index."""
     return sum(name.startswith("index-000.s") and name.endswith(".keys.npy") for name in record.files)
 
 
-def index_runs(record: CandidatesRecord, bands: int) -> list[list[tuple[str, str]]]:
+def index_runs(record: CandidatesRecord, bands: int) -> list[list[tuple[str, ...]]]:
     """For each task's bands (_index_files), the (keys, docs) file names of the record's band index runs: its
-    base, then each segment."""
-    runs: list[list[tuple[str, str]]] = [[] for _ in range(0, bands, BANDS_PER_TASK)]
+    base (with its key filters, if it has them: (keys, docs, filter)), then each segment."""
+    runs: list[list[tuple[str, ...]]] = [[] for _ in range(0, bands, BANDS_PER_TASK)]
     for s in range(index_segments(record) + 1):
-        for i, (_, k, d) in enumerate(_index_files(bands, s)):
-            runs[i].append((k, d))
+        for i, (lo, k, d) in enumerate(_index_files(bands, s)):
+            runs[i].append((k, d, _filter_file(lo)) if not s and _filter_file(lo) in record.files else (k, d))
     return runs
 
 
@@ -382,8 +406,9 @@ def run(runner: Runner, params: CandidateParams) -> CandidatesRecord:
         return record
     docs = load_docs(work, shingle_record)
     mask = pairable(docs.catalog, params)
-    order, ascending = _by_id(docs.catalog, np.flatnonzero(mask))
-    small = int((docs.catalog.live & _per_row(docs.catalog, lambda shingles, _: shingles > 0)).sum()) - len(order)
+    pairable_docs = int(np.count_nonzero(mask))
+    order = _by_id(docs.catalog, mask)  # (None where the ids ascend: no array of every document made)
+    small = int((docs.catalog.live & _per_row(docs.catalog, lambda shingles, _: shingles > 0)).sum()) - pairable_docs
     # (small: documents with shingles that cannot pair; those with none are counted as short)
     docs.catalog.let_go()  # whole columns read: out of the client's RSS (10M rows: 320 MB) before copy_classes
     basis = CandidatesBasis(signature=require(work, SignatureRecord).params, bands=upstream.params,
@@ -392,13 +417,13 @@ def run(runner: Runner, params: CandidateParams) -> CandidatesRecord:
     previous = _previous_candidates(work, basis)
     last = Pairing.load(work, previous) if previous is not None else None
     bands = upstream.params.bands
-    pairable_docs = len(order)
     new = int(np.count_nonzero(mask[last.documents:])) if last is not None else pairable_docs
     segment = _next_segment(work, previous, pairable_docs, bands, new) if previous is not None else 0
     old_digests = digest_runs(previous) if previous is not None else []
     copies, digest_run = copy_classes(work, shingle_record, mask, last, _load_runs(work, previous, old_digests)
                                       if previous is not None and old_digests else None)
-    pairing = Pairing(mask, copies, None if ascending else ranks(order, basis.documents))
+    ascending = order is None
+    pairing = Pairing(mask, copies, None if order is None else ranks(order, basis.documents))
     del order
     digests = _save_digest_index(work, key, previous, old_digests, digest_run, segment, pairing)
     del digest_run  # (at 10M documents a base is 160 MB of the client's)
@@ -443,7 +468,8 @@ def run(runner: Runner, params: CandidateParams) -> CandidatesRecord:
     record = CandidatesRecord(
         key=key, params=params, upstream=upstream.key, basis=basis,
         files=_files(work, "candidates", key, *pairing_files, *stored, "large_buckets.jsonl", *digests,
-                     *(name for s in range(segment + 1) for _, k, d in _index_files(bands, s) for name in (k, d))),
+                     *(name for s in range(segment + 1) for _, k, d in _index_files(bands, s) for name in (k, d)),
+                     *_base_filters(bands, segment, previous)),
         stats=CandidatesStats(candidates=count, large_buckets=len(large), small=small,
                               method="lsh" if params.method == "auto" else None))
     work.record_stage("candidates", record)
@@ -468,7 +494,8 @@ def digest_runs(record: CandidatesRecord) -> list[tuple[str, str]]:
     return [_digest_files(int(tail[2:]) if tail else 0) for tail in tails]
 
 
-def _link_kept(work: WorkDir, previous: CandidatesRecord, key: str, runs: list[list[tuple[str, str]]]) -> None:
+def _link_kept(work: WorkDir, previous: CandidatesRecord, key: str, runs: Sequence[Sequence[tuple[str, ...]]]
+               ) -> None:
     """The last run's files of runs of sorted keys (lists of (keys, docs) names) linked under this run's key."""
     for name in (name for task_runs in runs for run in task_runs for name in run):
         work.link(work.output("candidates", name, previous.key), work.output("candidates", name, key))
@@ -527,7 +554,8 @@ def _grouped_candidates(runner: Runner, shingle_record: ShingleRecord, key: str,
     tasks = [BandTask(str(work.root), tuple(range(lo, min(lo + BANDS_PER_TASK, bands))), tuple(pairing.items()),
                       tuple(shingle_record.shard_numbers), tuple(part_starts(shingle_record).tolist()),
                       params.max_bucket,
-                      (str(work.output("candidates", k, key)), str(work.output("candidates", d, key))),
+                      tuple(str(work.output("candidates", name, key))
+                            for name in (k, d, *(() if segment else (_filter_file(lo),)))),
                       previous=last, changed=changed,
                       large_keys=tuple(tuple(b["key"] for b in old_large if b["band"] == j)
                                        for j in range(lo, min(lo + BANDS_PER_TASK, bands))) if previous else (),
@@ -569,7 +597,7 @@ def _shuffled_candidates(runner: Runner, shingle_record: ShingleRecord, key: str
         desc="candidates", unit="part")
     runner.engine.map(merge_index, [
         IndexTask(str(work.root), tuple(range(lo, min(lo + BANDS_PER_TASK, bands))), tuple(map(str, buckets)),
-                  pairable_docs, (str(work.output("candidates", k, key)), str(work.output("candidates", d, key))))
+                  pairable_docs, tuple(str(work.output("candidates", name, key)) for name in (k, d, _filter_file(lo))))
         for lo, k, d in files], desc="band index", sizes=[min(BANDS_PER_TASK, bands - lo) for lo, _, _ in files],
         unit="band")
     for path in [*shuffled, *map(routed_bounds, shuffled), *buckets]:

@@ -44,7 +44,7 @@ def _band_index(work: WorkDir, shingle_record: ShingleRecord, band_record: BandR
             loaded = [tuple(work.load_array(work.output("candidates", name, record.key), "candidates", mmap=True)
                             for name in run) for run in task_runs]
             for j in range(len(loaded[0][0])):
-                yield [(keys[j], docs[j]) for keys, docs in loaded], indexed
+                yield [(keys[j], docs[j]) for keys, docs, *_ in loaded], indexed
         return
     members = np.sort(pairing_order(load_catalog(work, shingle_record), _candidate_params(work)))
     keys = np.concatenate([work.load_array(work.part("band", n, "npy"), "band", mmap=True)[:]
