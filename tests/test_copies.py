@@ -115,6 +115,14 @@ def test_copies_list_every_pair_as_brute_force_says(tmp_path):
     records = [p for p in map(json.loads, jsonl.stdout.decode().splitlines()) if p.get("type", "pair") == "pair"]
     assert [(p["a"], p["b"]) for p in records] == [tuple(line.split("\t")[1:]) for line in
                                                    expected_listing(texts, 0.8)]
+    # the candidate pairs verify reports are the document pairs that share a bucket in a band, by brute force
+    from nearDup.store.workdir import WorkDir
+    work = WorkDir(tmp_path / "w")
+    manifest = work.manifest()
+    keys = np.concatenate([np.load(work.part("band", n, "npy")) for n in manifest.shingle.shard_numbers])
+    pairable = np.flatnonzero(copies.Pairing.load(work, manifest.candidates).pairable_mask())
+    sharing = {(a, b) for a, b in itertools.combinations(pairable.tolist(), 2) if (keys[a] == keys[b]).any()}
+    assert manifest.verify.stats.candidates == manifest.candidates.stats.candidates == len(sharing) > 300
     stars = neardup("-w", tmp_path / "w2", "run", tmp_path / "docs", "--max-bucket", 50)
     first = min(name for name in texts if "/c" in name)
     listed = stars.stdout.decode().splitlines()

@@ -421,7 +421,8 @@ def run(runner: Runner, params: CandidateParams) -> CandidatesRecord:
     segment = _next_segment(work, previous, pairable_docs, bands, new) if previous is not None else 0
     old_digests = digest_runs(previous) if previous is not None else []
     copies, digest_run = copy_classes(work, shingle_record, mask, last, _load_runs(work, previous, old_digests)
-                                      if previous is not None and old_digests else None)
+                                      if previous is not None and old_digests else None,
+                                      _digest_filters(work, previous, old_digests) if previous is not None else None)
     ascending = order is None
     pairing = Pairing(mask, copies, None if order is None else ranks(order, basis.documents))
     del order
@@ -486,6 +487,15 @@ def _digest_files(segment: int) -> tuple[str, str]:
     return f"digests{tail}.keys.npy", f"digests{tail}.docs.npy"
 
 
+DIGEST_FILTER = "digests.filter.npy"  # the key filter (lsh.key_filter) of the digest index's base
+
+
+def _digest_filters(work: WorkDir, record: CandidatesRecord, names: list[tuple[str, str]]) -> list[np.ndarray | None]:
+    """The key filter of each run of a record's digest index (digest_runs): its base's, if it has one."""
+    return [work.load_array(work.output("candidates", DIGEST_FILTER, record.key), "candidates", mmap=True)
+            if i == 0 and DIGEST_FILTER in record.files else None for i in range(len(names))]
+
+
 def digest_runs(record: CandidatesRecord) -> list[tuple[str, str]]:
     """The (keys, docs) file names of a record's digest index: its base, then each segment (none: a record from
     before it was kept)."""
@@ -513,14 +523,17 @@ def _save_digest_index(work: WorkDir, key: str, previous: CandidatesRecord | Non
     """Keep the digest index (copies.copy_classes) as the band index is kept: the new documents' run (run)
     appended as segment `segment` to the last run's base and segments, linked under this key; or, at a compacting
     run (segment 0), all of them merged into a new base without the documents that left. A run without the last
-    run's digest index (run: the base of every pairable document) writes it as a base. Returns its file names."""
+    run's digest index (run: the base of every pairable document) writes it as a base. A base is written with its
+    key filter (DIGEST_FILTER). Returns its file names."""
     if previous is not None and old and segment:
-        _link_kept(work, previous, key, [old])
-        runs = [*old, _digest_files(segment)]
+        kept = [(DIGEST_FILTER,)] if DIGEST_FILTER in previous.files else []
+        _link_kept(work, previous, key, [[*old, *kept]])
+        runs = [*old, *kept, _digest_files(segment)]
     else:
         if previous is not None and old:
             run = lsh.merge_runs([*_load_runs(work, previous, old), run], pairing.rank)
-        runs = [_digest_files(0)]
+        runs = [(DIGEST_FILTER,), _digest_files(0)]
+        work.save_array(work.output("candidates", DIGEST_FILTER, key), lsh.key_filter(run[0]))
     for name, array in zip(runs[-1], run):
         work.save_array(work.output("candidates", name, key), array)
     return [name for files in runs for name in files]

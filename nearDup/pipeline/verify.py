@@ -88,9 +88,8 @@ def run(runner: Runner, params: VerifyParams) -> VerifyRecord:
     pairing = Pairing.load(work, upstream)  # (a few of its labels looked up)
     label, copies = pairing.label, pairing.copies
     class_pairs = work.load_array(work.current("candidates", "pairs.npy"), "candidates")
-    pairs, is_class = _entries(class_pairs, work.load_array(work.current("candidates", "stars.npy"), "candidates"),
-                               label)
-    candidates = int(ClassPairs(pairs, is_class, copies).count().sum())
+    pairs = _entries(class_pairs, work.load_array(work.current("candidates", "stars.npy"), "candidates"), label)
+    candidates = upstream.stats.candidates  # (the document pairs that pairs stand for, counted there)
     previous = _reusable(work, basis)
     if previous is not None:
         checked, accepted, scores, sizes = previous
@@ -159,15 +158,12 @@ def run(runner: Runner, params: VerifyParams) -> VerifyRecord:
     return record
 
 
-def _entries(class_pairs: np.ndarray, stars: np.ndarray, label: lsh.ByNumber) -> tuple[np.ndarray, np.ndarray]:
+def _entries(class_pairs: np.ndarray, stars: np.ndarray, label: lsh.ByNumber) -> np.ndarray:
     """What verification checks: the class pairs (pipeline.copies) and the star pairs that no class pair stands
-    for, one array sorted by pair code, and which are class pairs. (A class's label is one of its documents, so a
-    class pair is checked as the pair of its labels; (A, A) has Jaccard 1.)"""
-    stars = stars[uncovered(stars, class_pairs, label)]
-    pairs = np.concatenate([class_pairs, stars])
-    is_class = np.r_[np.ones(len(class_pairs), bool), np.zeros(len(stars), bool)]
-    order = np.argsort(lsh.pair_codes(pairs), kind="stable")
-    return pairs[order], is_class[order]
+    for, one array sorted by pair code. (A class's label is one of its documents, so a class pair is checked as
+    the pair of its labels; (A, A) has Jaccard 1.)"""
+    pairs = np.concatenate([class_pairs, stars[uncovered(stars, class_pairs, label)]])
+    return pairs[np.argsort(lsh.pair_codes(pairs), kind="stable")]
 
 
 def _named(params: VerifyParams) -> str:
