@@ -294,6 +294,23 @@ def test_bucket_members_are_the_whole_buckets_of_the_keys_asked(seed):
     assert np.array_equal(got_keys, sorted_keys[wanted]) and np.array_equal(got_numbers, sorted_numbers[wanted])
 
 
+@given(st.lists(st.integers(0, 12), max_size=300), st.booleans())
+@settings(max_examples=200, deadline=None)
+def test_stable_argsort_is_numpys_stable_argsort(small, spread):
+    """Against np.argsort(kind="stable") on keys with many ties (few distinct values), spread over 64 bits or not."""
+    keys = np.array(small, np.uint64)
+    if spread:
+        keys = fmix64(keys)
+    assert np.array_equal(sets.stable_argsort(keys), np.argsort(keys, kind="stable"))
+
+
+def test_stable_argsort_of_large_hash_keys_with_copies():
+    rng = np.random.default_rng(5)
+    keys = rng.integers(0, 2**63, 200_000, dtype=np.int64).astype(np.uint64)
+    keys[rng.integers(0, len(keys), 20_000)] = keys[rng.integers(0, len(keys), 20_000)]  # copies: tied keys
+    assert np.array_equal(sets.stable_argsort(keys), np.argsort(keys, kind="stable"))
+
+
 @pytest.mark.parametrize("n", [0, 1, 5, 1000, 70_000])
 def test_key_filter_holds_every_key_and_passes_absent_ones_at_its_share_of_set_bits(n):
     """Against brute force over Python ints: the filter's set bits are exactly the keys' top-bit slots, so no key

@@ -13,7 +13,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from .hashing import U64, combine
-from .sets import ranges, sorted_unique
+from .sets import ranges, sorted_unique, stable_argsort
 
 
 class ByNumber(Protocol):
@@ -93,7 +93,7 @@ def band_index(keys: np.ndarray, numbers: np.ndarray) -> tuple[np.ndarray, np.nd
     """One band's keys sorted for lookups: (keys ascending, their documents), equal keys by document number.
 
     keys: uint64 (n,); numbers: int64 (n,) ascending (the stable sort keeps them so within a key)."""
-    order = np.argsort(keys, kind="stable")
+    order = stable_argsort(keys)
     return keys[order], numbers[order]
 
 
@@ -175,7 +175,7 @@ def _merged(runs: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.n
     """Runs of (sorted keys, numbers), each numbered after the one before, as one: a stable sort by key."""
     found_keys = np.concatenate([k for k, _ in runs]) if runs else np.empty(0, U64)
     numbers = np.concatenate([n for _, n in runs]) if runs else np.empty(0, np.int64)
-    order = np.argsort(found_keys, kind="stable")
+    order = stable_argsort(found_keys)
     return found_keys[order], numbers[order]
 
 
@@ -293,7 +293,7 @@ def count_pairs(pairs: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.n
     if not len(pairs):
         return pairs.reshape(0, 2).astype(np.int64), np.empty(0, np.int64)
     code = pair_codes(pairs)
-    order = np.argsort(code, kind="stable")
+    order = np.argsort(code)  # (not stable: the counts of a pair are summed, in any order)
     code = code[order]
     first = np.flatnonzero(np.r_[True, code[1:] != code[:-1]])
     return _code_pairs(code[first]), np.add.reduceat(np.asarray(counts, np.int64)[order], first)
@@ -302,7 +302,7 @@ def count_pairs(pairs: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.n
 def bucket_pair_count(keys: np.ndarray, weights: np.ndarray) -> int:
     """sum over the buckets of one band of C(W, 2), W the summed weights of the bucket's members (weights: how many
     documents each member stands for, e.g. a class of copies): the pairs that share a bucket in this band."""
-    order = np.argsort(keys, kind="stable")
+    order = np.argsort(keys)  # (not stable: a bucket's weights are summed, in any order)
     k = keys[order]
     starts = np.flatnonzero(np.r_[True, k[1:] != k[:-1]]) if len(k) else np.empty(0, np.int64)
     w = np.add.reduceat(np.asarray(weights, np.int64)[order], starts) if len(k) else np.empty(0, np.int64)

@@ -25,6 +25,26 @@ def sorted_unique(values: np.ndarray) -> np.ndarray:
     return values[np.r_[True, values[1:] != values[:-1]]]
 
 
+def stable_argsort(keys: np.ndarray) -> np.ndarray:
+    """np.argsort(keys, kind="stable"), made by numpy's unstable sort and a stable sort of the tied entries only:
+    hash keys tie rarely (copies, near-duplicates), and the unstable sort of uint64 is 2.5-5x faster (1.3 ms
+    against 6.3 ms for 100,000 keys, 0.5 s against 1.4 s for 10M)."""
+    order = np.argsort(keys)
+    if len(keys) < 2:
+        return order
+    ordered = keys[order]
+    tie = ordered[1:] == ordered[:-1]
+    if not tie.any():
+        return order
+    tied = np.zeros(len(keys), bool)
+    tied[1:] |= tie
+    tied[:-1] |= tie
+    run = np.cumsum(np.r_[True, ~tie])[tied]  # which run of equal keys each tied entry is in (ascending)
+    within = order[tied]
+    order[tied] = within[np.lexsort((within, run))]  # each run by position: what a stable sort keeps
+    return order
+
+
 def in_sorted(values: np.ndarray, sorted_values: np.ndarray) -> np.ndarray:
     """values[i] in sorted_values (ascending), by binary search: O(n log m), no hash table."""
     if not len(sorted_values):

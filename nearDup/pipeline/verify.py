@@ -125,7 +125,7 @@ def run(runner: Runner, params: VerifyParams) -> VerifyRecord:
     del results, inter, la, lb, estimate, similarity  # per candidate: millions of pairs of copies, not needed now
     accepted, scores = np.concatenate([accepted, todo[keep]]), np.concatenate([scores, fresh_scores])
     sizes = np.concatenate([sizes, fresh_sizes])
-    order = np.argsort(lsh.pair_codes(accepted), kind="stable")
+    order = sets.stable_argsort(lsh.pair_codes(accepted))
     accepted, scores, sizes = accepted[order], scores[order], sizes[order]
     del order
     entries = ClassPairs(accepted, among(accepted, class_pairs), copies)
@@ -163,7 +163,7 @@ def _entries(class_pairs: np.ndarray, stars: np.ndarray, label: lsh.ByNumber) ->
     for, one array sorted by pair code. (A class's label is one of its documents, so a class pair is checked as
     the pair of its labels; (A, A) has Jaccard 1.)"""
     pairs = np.concatenate([class_pairs, stars[uncovered(stars, class_pairs, label)]])
-    return pairs[np.argsort(lsh.pair_codes(pairs), kind="stable")]
+    return pairs[sets.stable_argsort(lsh.pair_codes(pairs))]
 
 
 def _named(params: VerifyParams) -> str:
