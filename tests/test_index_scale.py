@@ -121,6 +121,7 @@ def test_index_segments_give_the_pairs_and_groups_of_a_run_from_scratch(tmp_path
     index (copies) is kept alike: its live entries are the digests of the documents that can pair, each once, and
     an updating run reads no other digest than the new documents'."""
     from nearDup.pipeline import candidates, copies
+    from nearDup.pipeline.shingle import load_catalog
     from nearDup.store.workdir import WorkDir
 
     def whole_digest(*args):
@@ -130,8 +131,8 @@ def test_index_segments_give_the_pairs_and_groups_of_a_run_from_scratch(tmp_path
     monkeypatch.setattr(candidates, "COMPACT_SHARE", 1)
     folder = tmp_path / "docs"
     generate_corpus(folder, n_base=45, seed=seed)
-    index, rng, segments = tmp_path / "index", random.Random(seed), []
-    args = ["--partition-docs", 16, "-t", 0.5, "-j", 1]
+    index, rng, segments, shorts = tmp_path / "index", random.Random(seed), [], []
+    args = ["--partition-docs", 16, "-t", 0.5, "-j", 1, *(["--min-shingles", 100] if seed == 2 else [])]
     for step in range(7):
         if step:
             _random_changes(folder, rng, step)
@@ -146,6 +147,16 @@ def test_index_segments_give_the_pairs_and_groups_of_a_run_from_scratch(tmp_path
             assert got.stdout == want.stdout
         probe = sorted(folder.iterdir())[rng.randrange(5)]
         assert _invoke("query", probe, "--index", index).stdout == _invoke("query", probe, "--index", scratch).stdout
+        # the documents that can pair, and those too short to (an updating run tests only new and unpaired rows)
+        pairable_ids, small = [], []
+        for root in (index, scratch):
+            work = WorkDir(str(root))
+            manifest = work.manifest()
+            members = copies.Pairing.load(work, manifest.candidates).members().tolist()
+            pairable_ids.append(sorted(load_catalog(work, manifest.shingle).ids_of(members).values()))
+            small.append(manifest.candidates.stats.small)
+        assert pairable_ids[0] == pairable_ids[1] and small[0] == small[1]
+        shorts.append(small[0])
         shutil.rmtree(scratch)
         work = WorkDir(str(index))
         record = work.manifest().candidates
@@ -159,6 +170,7 @@ def test_index_segments_give_the_pairs_and_groups_of_a_run_from_scratch(tmp_path
         assert sorted(docs[live].tolist()) == members.tolist()
         assert keys[live].tolist() == copies._band_digest(work, work.manifest().shingle)[docs[live]].tolist()
     assert max(segments) >= 2 and 0 in segments[1:]  # segments appended, and compacted into a base again
+    assert (max(shorts) > 0) == (seed == 2)  # (--min-shingles 100 leaves some documents out)
 
 
 KILL_AT = """

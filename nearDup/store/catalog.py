@@ -119,6 +119,12 @@ class Catalog:
         column = self.columns[field]
         return utf8_array(column) if isinstance(column, list) else column
 
+    def values_at(self, field: str, rows) -> np.ndarray:
+        """A numeric column's values at a few rows, in its stored form, without joining a segmented catalog's."""
+        if isinstance(self.columns, JoinedColumns):
+            return self.columns.at(field, rows)
+        return self.column(field)[np.asarray(rows, np.int64)]
+
     def ids_of(self, rows) -> dict[int, str]:
         """{n: id} for a few rows, without decoding the whole column (verify names ~1,000 of 100,000)."""
         return self.texts_of("id", rows)
