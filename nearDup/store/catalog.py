@@ -99,8 +99,9 @@ class Catalog:
     @property
     def live(self) -> np.ndarray:
         live = self.columns["live"]
-        # a stored liveness of 0s and 1s (int8) read as it is: a run asks ~10 times, a copy each cost 14 ms at 10M
-        return live.view(bool) if live.dtype == np.int8 else live.astype(bool)
+        # a stored liveness of 0s and 1s (int8), or a planned one (bool), read as it is: a run asks ~10 times, a
+        # copy each cost 14 ms at 10M
+        return live.view(bool) if live.dtype == np.int8 else live.astype(bool, copy=False)
 
     def __getitem__(self, field: str):
         column = self.columns[field]
