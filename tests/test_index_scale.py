@@ -164,7 +164,7 @@ def test_index_segments_give_the_pairs_and_groups_of_a_run_from_scratch(tmp_path
         pairing = copies.Pairing.load(work, record)
         runs = [tuple(np.load(work.output("candidates", name, record.key)) for name in files)
                 for files in candidates.digest_runs(record)]
-        keys, docs = (np.concatenate(column) for column in zip(*runs))
+        keys, docs = (np.concatenate(column) for column in zip(*(run[:2] for run in runs)))  # (not the filter)
         live = pairing.pairable_mask()[docs]
         members = pairing.members()
         assert sorted(docs[live].tolist()) == members.tolist()

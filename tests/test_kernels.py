@@ -371,9 +371,9 @@ def test_updating_a_band_index_gives_the_pairs_and_counts_of_one_built_from_noth
     for j in range(bands):
         runs = [lsh.band_index(keys[lo:hi, j], np.arange(lo, hi)) for lo, hi in ((0, 200), (200, n_old))]
         large_keys = lsh.bucket_pairs(*lsh.band_index(keys[old, j], old), max_bucket, old_rank)[1][:, 2]
-        filters = [lsh.key_filter(k) for k, _ in runs] if seed % 2 else None
-        new_run, lost, gained, large = lsh.update_band(runs, old_rank, large_keys, keys[:n_old][dead, j],
-                                                       keys[new, j], new, rank, max_bucket, filters=filters)
+        filtered = [(k, n, lsh.key_filter(k)) for k, n in runs] if seed % 2 else runs
+        new_run, lost, gained, large = lsh.update_band(filtered, old_rank, large_keys, keys[:n_old][dead, j],
+                                                       keys[new, j], new, rank, max_bucket)
         fresh = lsh.band_index(keys[now, j], now)
         assert all(np.array_equal(a, b) for a, b in zip(lsh.merge_runs([*runs, new_run], rank), fresh))
         assert np.array_equal(large, lsh.bucket_pairs(*fresh, max_bucket, rank)[1])

@@ -22,6 +22,9 @@ class ByNumber(Protocol):
 
     def __getitem__(self, numbers: Any, /) -> Any: ...
 
+# A run of a band index (band_index): (sorted keys, their numbers), with its key filter if it has one (key_filter)
+Run = tuple[np.ndarray, ...]
+
 BAND_SEED = 0x62616E64
 _GRID = np.linspace(0.0, 1.0, 4001)  # integration grid for the error areas
 
@@ -161,29 +164,28 @@ def _run_lengths(sorted_keys: np.ndarray, keys: np.ndarray, lo: np.ndarray) -> n
     return length
 
 
-def runs_members(runs: list[tuple[np.ndarray, np.ndarray]], keys: np.ndarray,
-                 filters: list[np.ndarray | None] | None = None) -> tuple[np.ndarray, np.ndarray]:
+def runs_members(runs: list[Run], keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """bucket_members of a band index kept as sorted runs (a base and the segments appended after it, each a
     band_index whose numbers all exceed those of the runs before it): the whole buckets of `keys` (unique,
     ascending) of all runs, as bucket_members of their band_index would give them. A stable sort by key keeps
-    each bucket's numbers ascending, since the runs come in number order. filters: each run's key_filter, or
-    None."""
-    return _merged([bucket_members(k, n, keys, f) for (k, n), f in zip(runs, filters or [None] * len(runs))])
+    each bucket's numbers ascending, since the runs come in number order. A run with a key filter is searched
+    through it."""
+    return _merged([bucket_members(run[0], run[1], keys, *run[2:]) for run in runs])
 
 
-def _merged(runs: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+def _merged(runs: list[Run]) -> tuple[np.ndarray, np.ndarray]:
     """Runs of (sorted keys, numbers), each numbered after the one before, as one: a stable sort by key."""
-    found_keys = np.concatenate([k for k, _ in runs]) if runs else np.empty(0, U64)
-    numbers = np.concatenate([n for _, n in runs]) if runs else np.empty(0, np.int64)
+    found_keys = np.concatenate([run[0] for run in runs]) if runs else np.empty(0, U64)
+    numbers = np.concatenate([run[1] for run in runs]) if runs else np.empty(0, np.int64)
     order = stable_argsort(found_keys)
     return found_keys[order], numbers[order]
 
 
-def merge_runs(runs: list[tuple[np.ndarray, np.ndarray]], rank: ByNumber) -> tuple[np.ndarray, np.ndarray]:
+def merge_runs(runs: list[Run], rank: ByNumber) -> tuple[np.ndarray, np.ndarray]:
     """The band_index of the runs' documents that are still indexed (rank[number] >= 0): runs compacted into one
     (see runs_members for why a stable sort of the concatenation is the band_index)."""
-    keys = np.concatenate([np.asarray(k) for k, _ in runs])
-    numbers = np.concatenate([np.asarray(n) for _, n in runs])
+    keys = np.concatenate([np.asarray(run[0]) for run in runs])
+    numbers = np.concatenate([np.asarray(run[1]) for run in runs])
     keep = rank[numbers] >= 0
     return band_index(keys[keep], numbers[keep])
 
@@ -241,10 +243,9 @@ def class_bucket_pairs(sorted_keys: np.ndarray, numbers: np.ndarray, max_bucket:
     return np.concatenate([within, across]), stars, large
 
 
-def update_band(runs: list[tuple[np.ndarray, np.ndarray]], old_rank: ByNumber, large_keys: np.ndarray,
+def update_band(runs: list[Run], old_rank: ByNumber, large_keys: np.ndarray,
                 died_keys: np.ndarray, new_keys: np.ndarray, new_numbers: np.ndarray, rank: ByNumber,
-                max_bucket: int, old_label: ByNumber | None = None, label: ByNumber | None = None,
-                filters: list[np.ndarray | None] | None = None):
+                max_bucket: int, old_label: ByNumber | None = None, label: ByNumber | None = None):
     """One band of an incremental run: (the new documents' run, pairs lost, pairs gained, large buckets).
 
     The band index is kept as sorted runs (runs_members): a base and one segment per run that added documents,
@@ -259,11 +260,10 @@ def update_band(runs: list[tuple[np.ndarray, np.ndarray]], old_rank: ByNumber, l
     was large before, hence touched).
 
     With labels (old_label, label: class_bucket_pairs), lost and gained are (label pairs, star pairs). A label
-    changes only when its class gains or loses a document, which touches the class's bucket in every band.
-    filters: the runs' key filters (runs_members)."""
+    changes only when its class gains or loses a document, which touches the class's bucket in every band."""
     new_run = band_index(new_keys, new_numbers)
     touched = sorted_unique(np.concatenate([new_keys, died_keys, np.asarray(large_keys, np.int64).view(np.uint64)]))
-    old = runs_members(runs, touched, filters)
+    old = runs_members(runs, touched)
     new = _merged([old, new_run])  # (runs_members of both: every new document's bucket is touched)
     old_alive, alive = old_rank[old[1]] >= 0, rank[new[1]] >= 0
     old, new = (old[0][old_alive], old[1][old_alive]), (new[0][alive], new[1][alive])

@@ -136,11 +136,10 @@ def band_candidates(task: BandTask) -> tuple[np.ndarray, np.ndarray, np.ndarray,
         keys = _band_keys(work, task)[members]
     for j, band in enumerate(task.bands):
         if task.previous:
-            band_runs = [(run[0][j], run[1][j]) for run in runs]
+            band_runs = [tuple(stacked[j] for stacked in run) for run in runs]  # (keys, docs[, filter])
             new_index, lost, gained, big = lsh.update_band(band_runs, old_rank, task.large_keys[j], died_keys[:, j],
                                                            np.ascontiguousarray(new_keys[:, j]), new, rank,
-                                                           task.max_bucket, old_label, label,
-                                                           [run[2][j] if len(run) > 2 else None for run in runs])
+                                                           task.max_bucket, old_label, label)
             for kind in (0, 1):
                 found[kind] += [lost[kind], gained[kind]]
                 counts[kind] += [np.full(len(lost[kind]), -1, np.int64), np.ones(len(gained[kind]), np.int64)]
@@ -439,8 +438,7 @@ def run(runner: Runner, params: CandidateParams) -> CandidatesRecord:
     segment = _next_segment(work, previous, pairable_docs, bands, new) if previous is not None else 0
     old_digests = digest_runs(previous) if previous is not None else []
     copies, digest_run = copy_classes(work, shingle_record, mask, last, _load_runs(work, previous, old_digests)
-                                      if previous is not None and old_digests else None,
-                                      _digest_filters(work, previous, old_digests) if previous is not None else None)
+                                      if previous is not None and old_digests else None)
     ascending = order is None
     pairing = Pairing(mask, copies, None if order is None else ranks(order, basis.documents))
     del order
@@ -508,18 +506,13 @@ def _digest_files(segment: int) -> tuple[str, str]:
 DIGEST_FILTER = "digests.filter.npy"  # the key filter (lsh.key_filter) of the digest index's base
 
 
-def _digest_filters(work: WorkDir, record: CandidatesRecord, names: list[tuple[str, str]]) -> list[np.ndarray | None]:
-    """The key filter of each run of a record's digest index (digest_runs): its base's, if it has one."""
-    return [work.load_array(work.output("candidates", DIGEST_FILTER, record.key), "candidates", mmap=True)
-            if i == 0 and DIGEST_FILTER in record.files else None for i in range(len(names))]
-
-
-def digest_runs(record: CandidatesRecord) -> list[tuple[str, str]]:
-    """The (keys, docs) file names of a record's digest index: its base, then each segment (none: a record from
-    before it was kept)."""
+def digest_runs(record: CandidatesRecord) -> list[tuple[str, ...]]:
+    """The (keys, docs) file names of a record's digest index: its base (with its key filter, if it has one),
+    then each segment (none: a record from before it was kept)."""
     tails = sorted(name[len("digests"):-len(".keys.npy")] for name in record.files
                    if name.startswith("digests") and name.endswith(".keys.npy"))
-    return [_digest_files(int(tail[2:]) if tail else 0) for tail in tails]
+    return [(*_digest_files(0), *((DIGEST_FILTER,) if DIGEST_FILTER in record.files else ())) if not tail
+            else _digest_files(int(tail[2:])) for tail in tails]
 
 
 def _link_kept(work: WorkDir, previous: CandidatesRecord, key: str, runs: Sequence[Sequence[tuple[str, ...]]]
@@ -529,29 +522,27 @@ def _link_kept(work: WorkDir, previous: CandidatesRecord, key: str, runs: Sequen
         work.link(work.output("candidates", name, previous.key), work.output("candidates", name, key))
 
 
-def _load_runs(work: WorkDir, record: CandidatesRecord, names: list[tuple[str, str]]
-               ) -> list[tuple[np.ndarray, np.ndarray]]:
-    """The (keys, docs) runs of a record's files, mapped."""
-    return [(work.load_array(work.output("candidates", k, record.key), "candidates", mmap=True),
-             work.load_array(work.output("candidates", d, record.key), "candidates", mmap=True)) for k, d in names]
+def _load_runs(work: WorkDir, record: CandidatesRecord, names: list[tuple[str, ...]]) -> list[lsh.Run]:
+    """The runs (keys, docs[, filter]) of a record's files, mapped."""
+    return [tuple(work.load_array(work.output("candidates", name, record.key), "candidates", mmap=True)
+                  for name in run) for run in names]
 
 
-def _save_digest_index(work: WorkDir, key: str, previous: CandidatesRecord | None, old: list[tuple[str, str]],
-                       run: tuple[np.ndarray, np.ndarray], segment: int, pairing: Pairing) -> list[str]:
+def _save_digest_index(work: WorkDir, key: str, previous: CandidatesRecord | None, old: list[tuple[str, ...]],
+                       run: lsh.Run, segment: int, pairing: Pairing) -> list[str]:
     """Keep the digest index (copies.copy_classes) as the band index is kept: the new documents' run (run)
     appended as segment `segment` to the last run's base and segments, linked under this key; or, at a compacting
     run (segment 0), all of them merged into a new base without the documents that left. A run without the last
     run's digest index (run: the base of every pairable document) writes it as a base. A base is written with its
-    key filter (DIGEST_FILTER). Returns its file names."""
+    key filter (DIGEST_FILTER), which the runs of digest_runs then carry. Returns its file names."""
     if previous is not None and old and segment:
-        kept = [(DIGEST_FILTER,)] if DIGEST_FILTER in previous.files else []
-        _link_kept(work, previous, key, [[*old, *kept]])
-        runs = [*old, *kept, _digest_files(segment)]
+        _link_kept(work, previous, key, [old])
+        runs: list[tuple[str, ...]] = [*old, _digest_files(segment)]
     else:
         if previous is not None and old:
             run = lsh.merge_runs([*_load_runs(work, previous, old), run], pairing.rank)
-        runs = [(DIGEST_FILTER,), _digest_files(0)]
-        work.save_array(work.output("candidates", DIGEST_FILTER, key), lsh.key_filter(run[0]))
+        runs = [(*_digest_files(0), DIGEST_FILTER)]
+        run = (*run, lsh.key_filter(run[0]))
     for name, array in zip(runs[-1], run):
         work.save_array(work.output("candidates", name, key), array)
     return [name for files in runs for name in files]

@@ -36,8 +36,8 @@ EXPAND_CHUNK = 100_000  # expanded pairs made and sorted at once, about
 
 
 def copy_classes(work: WorkDir, shingle_record: ShingleRecord, pairable: np.ndarray,
-                 previous: Pairing | None = None, runs: list[tuple[np.ndarray, np.ndarray]] | None = None,
-                 filters: list[np.ndarray | None] | None = None) -> tuple[Copies, tuple[np.ndarray, np.ndarray]]:
+                 previous: Pairing | None = None, runs: list[lsh.Run] | None = None
+                 ) -> tuple[Copies, tuple[np.ndarray, np.ndarray]]:
     """The classes of copies among the documents that can pair (pairable: bool by global number): a document's
     label is the smallest number of the pairable documents whose shingle set is equal to its own; and a run of the
     digest index (sorted digests, their documents: lsh.band_index of the digests).
@@ -54,8 +54,7 @@ def copy_classes(work: WorkDir, shingle_record: ShingleRecord, pairable: np.ndar
     Those documents are found in the last run's digest index (runs: its base and segments, as the band index is
     kept), so that no digest of every document is read nor compared (at 10M documents, 0.4 CPU s a run); the run
     returned then is the new documents' segment. Without runs (a work dir from before them), or without previous,
-    every digest is read, and the run returned is the base of every pairable document. filters: the runs' key
-    filters (lsh.runs_members)."""
+    every digest is read, and the run returned is the base of every pairable document."""
     made = previous is None or runs is None  # every digest read: the base of the digest index made from them
     if made:
         everyone = _band_digest(work, shingle_record)
@@ -79,7 +78,7 @@ def copy_classes(work: WorkDir, shingle_record: ShingleRecord, pairable: np.ndar
         digests = np.concatenate([tail[new - old], _digests_of(work, shingle_record, np.r_[gone, arrived])])
     # grouped again: every member whose digest a new, gone or arrived document has (a gone label's class has its
     # digest); the others keep their classes
-    hit_digests, hit = lsh.runs_members(runs, sets.sorted_unique(digests), filters if not made else None)
+    hit_digests, hit = lsh.runs_members(runs, sets.sorted_unique(digests))
     alive = hit < old
     alive[alive] = (now & was)[hit[alive]]  # (the runs keep the documents that left until they are compacted)
     hit_digests, hit = hit_digests[alive], hit[alive]
@@ -467,8 +466,8 @@ def ranked(ids: dict[int, str]) -> tuple[list[str], Lookup]:
     s, for the ~100,000 documents of the pairs)."""
     numbers = sorted(ids, key=ids.__getitem__)  # one sort, no Python function per id
     by_number = np.array(numbers, np.int64)
-    order = np.argsort(by_number)
-    listed, place = by_number[order], order
+    place = np.argsort(by_number)  # the place of each listed number, in number order
+    listed = by_number[place]
 
     def rank(of: np.ndarray) -> np.ndarray:
         return place[np.searchsorted(listed, of)]
