@@ -43,9 +43,10 @@ def embedded(workdir, *args) -> bytes:
 
 
 def stage_files(root: Path) -> dict[str, bytes]:
-    """Every file a run leaves in its work dir, except the manifest (completion times) and the lock."""
+    """Every file a run leaves in its work dir, except the manifest (completion times), its seal (folder times)
+    and the lock."""
     return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*"))
-            if p.is_file() and p.name not in ("manifest.json", "lock")}
+            if p.is_file() and p.name not in ("manifest.json", "sealed.json", "lock")}
 
 
 # ------------------------------------------------------------------------------------------ clusters

@@ -119,13 +119,21 @@ def test_index_segments_give_the_pairs_and_groups_of_a_run_from_scratch(tmp_path
     then (limits lowered so that both happen within a few runs), and every run prints what a run from scratch
     over the same files prints, pairs and groups; query finds the same documents as in a fresh index. The digest
     index (copies) is kept alike: its live entries are the digests of the documents that can pair, each once, and
-    an updating run reads no other digest than the new documents'."""
+    an updating run reads no other digest than the new documents', and no done marker of a shard the index held
+    (their stages are sealed: WorkDir._seal)."""
     from nearDup.pipeline import candidates, copies
     from nearDup.pipeline.shingle import load_catalog
     from nearDup.store.workdir import WorkDir
 
     def whole_digest(*args):
         raise AssertionError("every document's digest read")
+
+    markers, real_part_done = [], WorkDir.part_done
+
+    def part_done(self, stage, number, *args):
+        if Path(self.root).resolve() == index.resolve():
+            markers.append((stage, number))
+        return real_part_done(self, stage, number, *args)
 
     monkeypatch.setattr(candidates, "SEGMENTS_MAX", 3)
     monkeypatch.setattr(candidates, "COMPACT_SHARE", 1)
@@ -137,10 +145,15 @@ def test_index_segments_give_the_pairs_and_groups_of_a_run_from_scratch(tmp_path
         if step:
             _random_changes(folder, rng, step)
         for extra in ([], ["--groups"], ["--groups", "--format", "jsonl"]):  # (jsonl: with the recall estimate)
+            held = WorkDir(str(index)).manifest().shingle.next_shard if step else 0
             with monkeypatch.context() as m:
                 if step:
                     m.setattr(copies, "_band_digest", whole_digest)
+                m.setattr(WorkDir, "part_done", part_done)
+                markers.clear()
                 got = _invoke("run", folder, "--index", index, *args, *extra)
+            assert [(stage, n) for stage, n in markers if n < held] == []
+            assert step == 0 or not extra or markers == []  # (nothing new: no marker read at all)
             scratch = tmp_path / f"scratch{step}"
             want = _invoke("-w", scratch, "run", folder, *args, *extra)
             assert got.exit_code == 0 and want.exit_code == 0, got.stderr + want.stderr

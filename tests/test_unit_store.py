@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import shutil
 import zipfile
 
 import numpy as np
@@ -256,6 +257,74 @@ def test_part_done_holds_only_for_the_same_key_and_intact_files(tmp_path):
     messages = [f"{i}: " + "é" * 200 for i in range(300)]  # a marker longer than one read (100 KB)
     work.mark_part_done("band", 4, "k1", {"docs": 6, "messages": messages}, ())
     assert work.part_done("band", 4, "k1", ()) == {"key": "k1", "files": {}, "docs": 6, "messages": messages}
+
+
+def _signature_record(keys: list[str], key: str = KEY):
+    return as_record("signature", {"key": key, "upstream": "u" * 32, "partitions": keys,
+                                   "shards": list(range(len(keys))), "docs": [4] * len(keys), "next_shard": len(keys),
+                                   "params": {"num_perm": 128, "seed": 1, "method": "oph"}})
+
+
+def test_a_sealed_stage_is_trusted_only_while_its_folder_is_as_the_manifest_write_left_it(tmp_path, monkeypatch):
+    """A transaction takes the shard keys of a per-shard stage's stored record as done without reading a marker
+    while the stage folder is as the manifest write that recorded it left it (WorkDir._seal). A run killed after
+    rewriting a shard in place with other parameters (a manifest write of another stage after it), a file removed,
+    another record, or a folder whose times are whole seconds: the markers are read, and they decide."""
+    root = tmp_path / "w"
+    work = WorkDir(root)
+    keys = ["a" * 32, "b" * 32, "c" * 32]  # (shard keys: 32 hex digits)
+    other, k3 = "d" * 32, "e" * 32
+
+    def write_part(n: int, key: str) -> None:  # as a shard task writes one: its file by rename, then its marker
+        work.save_array(work.part("signature", n, "npy"), np.full(4, int(key[0], 16), np.uint32))
+        work.mark_part_done("signature", n, key, {"docs": 4}, ("npy",))
+
+    for n, key in enumerate(keys):
+        write_part(n, key)
+    work.record_stage("signature", _signature_record(keys))
+    reads: list[tuple] = []
+    real = WorkDir.part_done
+    monkeypatch.setattr(WorkDir, "part_done", lambda self, *args: reads.append(args[1:3]) or real(self, *args))
+
+    def known(where, n: int, key: str) -> bool:
+        reads.clear()
+        run = WorkDir(where)
+        run.begin()
+        try:
+            return run.part_known("signature", n, key, ("npy",))
+        finally:
+            run.rollback()
+
+    assert all(known(root, n, key) for n, key in enumerate(keys)) and reads == []  # sealed: no marker read
+    assert not known(root, 1, other) and reads == [(1, other)]  # another key: the marker says no
+    assert not known(root, 3, k3) and reads == [(3, k3)]  # a shard the record does not list
+    reads.clear()
+    assert WorkDir(root).part_known("signature", 0, keys[0], ("npy",)) and reads == [(0, keys[0])]  # no transaction
+    shutil.copytree(root, tmp_path / "copy")  # a copy that keeps the folders' times (cp -a, rsync -a)
+    assert known(tmp_path / "copy", 2, keys[2]) and reads == []
+
+    write_part(1, other)  # a run killed after rewriting shard 1, then another stage recorded
+    work.record_stage("verify", as_record("verify", VERIFY))
+    assert not known(root, 1, keys[1]) and reads == [(1, keys[1])]
+    assert json.loads((root / store.SEAL).read_text())["signature"][0] == KEY  # (the seal itself was kept)
+    write_part(1, keys[1])
+    work.record_stage("signature", _signature_record(keys))  # sealed again
+    assert known(root, 1, keys[1]) and reads == []
+    os.unlink(work.part("signature", 2, "npy"))
+    assert not known(root, 2, keys[2]) and reads == [(2, keys[2])]  # missing
+    write_part(2, keys[2])
+    work.record_stage("signature", _signature_record(keys, key="0" * 32))  # another record, sealed
+    assert known(root, 2, keys[2]) and reads == []
+    (root / MANIFEST).write_text((root / MANIFEST).read_text().replace("0" * 32, "1" * 32))  # not the sealed one
+    assert known(root, 2, keys[2]) and reads == [(2, keys[2])]
+    work.record_stage("signature", _signature_record(keys))
+    shutil.copytree(root, tmp_path / "cleared")
+    WorkDir(tmp_path / "cleared").clear()  # --force
+    assert (root / store.SEAL).exists() and not (tmp_path / "cleared" / store.SEAL).exists()
+    os.utime(root / "signature", ns=(10**18, 10**18))  # whole seconds: too coarse to seal
+    work.record_stage("signature", _signature_record(keys, key="2" * 32))
+    assert not (root / store.SEAL).exists()  # (nothing sealed: no file)
+    assert known(root, 0, keys[0]) and reads == [(0, keys[0])]
 
 
 # ------------------------------------------------------------------------------------------ atomic writes

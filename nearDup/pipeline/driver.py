@@ -183,7 +183,7 @@ def _map_partitions(runner: Runner, stage: str, fn, shards: list[int], keys: lis
 
     def todo():
         for i in (stream if stream is not None else range(len(keys))):
-            if work.part_done(stage, shards[i], keys[i], files) is not None:
+            if work.part_known(stage, shards[i], keys[i], files):
                 continue
             if work.part_done(stage, shards[i], keys[i], ()) is not None:  # finished once, but a file was lost
                 runner.log(f"warning: {work.part(stage, shards[i], '*')} has a missing or truncated file; "
@@ -278,7 +278,7 @@ def run_shard_stage(runner: Runner, stage: ShardStage[P, S], params: P, summary:
     key = digest(stage.name, keys, upstream.key)  # a new catalog over the same shards: a new record
     shards = upstream.shard_numbers
     record = _up_to_date(work, stage.record, key)
-    if record is not None and all(work.part_done(stage.name, n, k, stage.files) for n, k in zip(shards, keys)):
+    if record is not None and all(work.part_known(stage.name, n, k, stage.files) for n, k in zip(shards, keys)):
         runner.log(f"{stage.name}: up to date ({summary})")
         return record
     reused, _ = _map_partitions(runner, stage.name, shard_partition, shards, keys, stage.files,

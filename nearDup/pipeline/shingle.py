@@ -415,7 +415,7 @@ def _stored_catalog(runner: Runner, record: ShingleRecord) -> Catalog:
     catalog = load_catalog(work, record)
     start, live = 0, None  # the stored liveness copied only when a shard is damaged (10M rows)
     for n, key, count in zip(record.shard_numbers, record.shard_keys, record.shard_docs):
-        if work.part_done("shingle", n, key, SHINGLE_FILES) is None:
+        if not work.part_known("shingle", n, key, SHINGLE_FILES):
             runner.log(f"warning: {work.part('shingle', n, '*')} has a missing or truncated file; reading its "
                        f"documents again")
             live = catalog["live"].copy() if live is None else live
