@@ -12,6 +12,7 @@ What legitimately differs between two runs, machines or checkouts is normalised,
 - stage and partition keys (digests that include the inodes): renamed K1, K2, ... in order of first appearance,
   in the manifest, the done markers and the key prefixes of file names, so which record points to which is kept;
 - in manifest.json: "completed" timestamps and "version" (the package version) are dropped, "cwd" is {ROOT};
+  sealed.json keeps only which stages are sealed with which record (the folders' mtimes vary);
   on stdout the package version (jsonl header, script comment) is {VERSION};
 - files nearDup keeps for itself only: the lock and cache.json (a run's timing), temporary files.
 A .npz is recorded as its size and members (name, compression) and a digest per array (dtype, shape, bytes), so
@@ -291,6 +292,9 @@ def workdir_record(work: Path, norm: Normaliser) -> list[str]:
                     lines.append(f"{rel}[{name}] {digest_array(norm.array(name, data[name]))}")
         elif path.suffix == ".npy":
             lines.append(f"{rel} {digest_array(np.load(path, allow_pickle=False))}")
+        elif rel == "sealed.json":  # which stages are sealed, with which record (not the folders' mtimes)
+            seals = json.loads(path.read_text(encoding="utf-8"))
+            lines.append(f"{rel} {json.dumps({stage: norm.key(key) for stage, (key, _) in seals.items()})}")
         elif path.name.endswith(".done.json"):
             obj = norm.json(json.loads(path.read_text(encoding="utf-8")))
             lines.append(f"{rel} {json.dumps(obj, sort_keys=True)}")
