@@ -109,3 +109,10 @@ def stage_output(workdir, stage: str, name: str):
     """Path of a whole-stage output of the work dir's current record (the file name carries the stage key)."""
     record = json.loads((Path(workdir) / "manifest.json").read_text())["stages"][stage]
     return Path(workdir) / stage / f"{record['key'][:12]}.{name}"
+
+
+def stage_files(root: Path) -> dict[str, bytes]:
+    """Every file a run leaves in its work dir, except the manifest (completion times), its seal (folder times)
+    and the lock: what two runs that must write the same work compare."""
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*"))
+            if p.is_file() and p.name not in ("manifest.json", "sealed.json", "lock")}

@@ -24,7 +24,7 @@ from nearDup.pipeline.driver import Runner  # noqa: E402
 from nearDup.pipeline.results import verified_pairs  # noqa: E402
 from nearDup.store.workdir import WorkDir  # noqa: E402
 
-from conftest import REPO, SAMPLE, generate_corpus  # noqa: E402
+from conftest import REPO, SAMPLE, generate_corpus, stage_files  # noqa: E402
 
 BIN = Path(sys.executable).parent
 DASK = str(BIN / "dask")
@@ -40,13 +40,6 @@ def embedded(workdir, *args) -> bytes:
     assert result.exit_code == 0, result.stderr
     assert result.stdout_bytes
     return result.stdout_bytes
-
-
-def stage_files(root: Path) -> dict[str, bytes]:
-    """Every file a run leaves in its work dir, except the manifest (completion times), its seal (folder times)
-    and the lock."""
-    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*"))
-            if p.is_file() and p.name not in ("manifest.json", "sealed.json", "lock")}
 
 
 # ------------------------------------------------------------------------------------------ clusters

@@ -26,7 +26,7 @@ from nearDup.kernels import components as cc
 from nearDup.pipeline.driver import Runner
 from nearDup.store.workdir import WorkDir
 
-from conftest import generate_corpus
+from conftest import generate_corpus, stage_files
 
 
 def bfs_labels(n: int, edges: list[tuple[int, int]]) -> list[int]:
@@ -114,11 +114,6 @@ def test_large_and_small_star_follow_the_paper():
 
 
 # ------------------------------------------------------------------------------------------ candidates
-
-
-def stage_files(root) -> dict[str, bytes]:
-    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*"))
-            if p.is_file() and p.name not in ("manifest.json", "lock")}
 
 
 @pytest.mark.parametrize("max_bucket,entries,edges", [(1000, 10**9, 10**9), (3, 500, 7)])
