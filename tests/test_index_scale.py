@@ -733,6 +733,38 @@ def test_an_index_stored_as_before_is_updated_to_the_same_result(tmp_path, kept)
     assert not [n for n in left if n in ("died.npy", "new.npy")]
 
 
+def test_an_index_whose_catalog_holds_the_liveness_as_int64_is_updated_to_the_same_result(tmp_path):
+    """A catalog stores each row's liveness as int8 (read as bools without a copy); before, as int64. An index
+    stored so is read as it was: a run that deletes, edits and adds documents prints what a run from scratch
+    prints, and its catalog is int8 from then on."""
+    folder = tmp_path / "docs"
+    generate_corpus(folder, n_base=30, seed=5)
+    index = tmp_path / "index"
+    args = ("run", folder, "--partition-docs", 10, "-t", 0.5, "-j", 1)
+    assert _invoke(*args, "--index", index).exit_code == 0
+    manifest = json.loads((index / "manifest.json").read_text())
+    shingle = manifest["stages"]["shingle"]
+    path = index / "shingle" / f"{shingle['key'][:12]}.catalog.npz"
+    with np.load(path) as stored:
+        columns = {name: stored[name] for name in stored.files}
+    assert columns["live"].dtype == np.int8
+    np.savez(path, **{**columns, "live": columns["live"].astype(np.int64)})  # as nearDup stored it before
+    shingle["files"]["catalog.npz"] = path.stat().st_size
+    (index / "manifest.json").write_text(json.dumps(manifest))
+    names = sorted(os.listdir(folder))
+    os.unlink(folder / names[0])
+    (folder / names[1]).write_text((folder / names[1]).read_text() + " and an edit")
+    (folder / "new.txt").write_text((folder / names[2]).read_text() + " with a few more words")
+    again = _invoke(*args, "--index", index)
+    assert again.exit_code == 0, again.stderr
+    assert again.stdout == _invoke(*args, "-w", tmp_path / "scratch").stdout and "new.txt" in again.stdout
+    key = json.loads((index / "manifest.json").read_text())["stages"]["shingle"]["key"][:12]
+    appended = index / "shingle" / f"{key}.catalog.live.npy"  # (the rows appended: the liveness apart)
+    with np.load(index / "shingle" / f"{key}.catalog.npz") as whole:
+        live = np.load(appended) if appended.exists() else whole["live"]
+    assert live.dtype == np.int8
+
+
 def test_a_work_dir_from_before_copies_were_stored_reports_the_same_pairs_and_groups(tmp_path):
     """A candidates record without copies.npy (made before it was kept): the verified pairs, groups and the
     report's counts are read through the classes' labels instead, as they print from a fresh run."""

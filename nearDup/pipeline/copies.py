@@ -432,31 +432,38 @@ def expanded_pairs(entries: ClassPairs, rank: lsh.ByNumber, score: np.ndarray) -
     chunks between documents, so each chunk's pairs, sorted, are the next part of the listing."""
     if not len(score):
         return
+    # Orders are sorts of one int64 key (x * width + y: levels, lists and runs number fewer than 2^31 and ranks are
+    # below width, so no key reaches 2^63), not lexsorts: a lexsort of two keys cost 4x an argsort of their sum,
+    # ~0.03 of the 0.07 CPU s that listing 110,000 pairs took.
     level = np.searchsorted(sets.sorted_unique(-score), -score)
     list_of = np.repeat(np.arange(len(entries.lengths)), entries.lengths)
     member_rank = rank[entries.members]
-    member_rank = member_rank[np.lexsort((member_rank, list_of))]  # by rank within each list
     width = int(member_rank.max()) + 1
-    key = list_of * width + member_rank  # ascending
+    key = np.sort(list_of * width + member_rank)  # by rank within each list (list_of ascends already)
+    member_rank = key - list_of * width
     lists, other, entry = entries.occurrences()
     own = member_rank[entries.spread(lists)]
     other, entry = (np.repeat(x, entries.lengths[lists]) for x in (other, entry))
     start = np.searchsorted(key, other * width + own, side="right")  # the first member of other ranked after own
     count = entries.offsets[other] + entries.lengths[other] - start
     lev = level[entry]
-    order = np.lexsort((own, lev))
+    order = np.argsort(lev * width + own)  # by (level, x): (ties in any order, their pairs are sorted below)
     order = order[count[order] > 0]
     own, start, count, entry, lev = own[order], start[order], count[order], entry[order], lev[order]
     if not len(own):
         return
-    runs = np.flatnonzero(np.r_[True, (lev[1:] != lev[:-1]) | (own[1:] != own[:-1])])
+    new_run = np.r_[True, (lev[1:] != lev[:-1]) | (own[1:] != own[:-1])]
+    runs = np.flatnonzero(new_run)
+    run_of = np.cumsum(new_run)  # each occurrence's (level, x) run, ascending
     block = (np.cumsum(count) - count)[runs] // EXPAND_CHUNK
     cuts = runs[np.r_[True, block[1:] != block[:-1]]]
     for lo, hi in zip(cuts.tolist(), np.r_[cuts[1:], len(own)].tolist()):
         c = count[lo:hi]
         a, b = np.repeat(own[lo:hi], c), member_rank[sets.ranges(start[lo:hi], c)]
         e = np.repeat(entry[lo:hi], c)
-        at = np.lexsort((b, a, np.repeat(lev[lo:hi], c)))
+        # already by (level, a); b ascends within an occurrence, so only the runs of several occurrences (a
+        # document with pairs in several entries of one level) are out of order: a stable sort, ~linear here
+        at = np.argsort((np.repeat(run_of[lo:hi] - run_of[lo], c)) * width + b, kind="stable")
         yield a[at], b[at], e[at]
 
 

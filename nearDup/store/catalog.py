@@ -414,13 +414,14 @@ def summary(segments) -> dict:
 
 def stored_columns(segments):
     """The columns to save (work.save_columns), each made segment by segment: text as UTF-8 bytes arrays as
-    wide as the widest segment's, numbers as int64; in the order of the first segment's fields (of the only one
-    with rows, if one has)."""
+    wide as the widest segment's, the liveness as int8 (as an index run's catalog.live.npy: read as bools without
+    a copy, 10 MB at 10M rows, not 80), other numbers as int64; in the order of the first segment's fields (of the
+    only one with rows, if one has)."""
     widths = stored_widths(segments)
     rows = sum(map(len, segments))
     full = [segment for segment in segments if len(segment)]
     for f in (full if len(full) == 1 else segments)[0].fields:  # in the order Catalog.concat would give
-        dtype = np.dtype(f"S{widths[f]}") if f in TEXT else np.dtype(np.int64)
+        dtype = np.dtype(f"S{widths[f]}") if f in TEXT else np.dtype(np.int8 if f == "live" else np.int64)
         yield f, dtype, rows, _columns(segments, f)
 
 
