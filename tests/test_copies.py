@@ -340,9 +340,11 @@ def test_stored_pairs_print_from_columns_as_their_records_do(odd_runs, run, monk
     assert StoredPairs(work).documents() == len({p[end] for p in records for end in ("a", "b")})
 
     monkeypatch.setattr(copies.Listing, "records", no_records)
-    for (fmt, null), text in expected.items():
-        assert printed(StoredPairs(work), fmt, null) == text, (fmt, null)
-        assert printed(StoredPairs(work, involving), fmt, null) == expected_kept[fmt, null], (fmt, null)
+    for at_once in (copies.LINES_AT_ONCE, 3):  # (3: the lines joined a few at a time give the same bytes)
+        monkeypatch.setattr(copies, "LINES_AT_ONCE", at_once)
+        for (fmt, null), text in expected.items():
+            assert printed(StoredPairs(work), fmt, null) == text, (fmt, null)
+            assert printed(StoredPairs(work, involving), fmt, null) == expected_kept[fmt, null], (fmt, null)
 
 
 @pytest.mark.parametrize("run", ["copies", "stars", "containment"])
