@@ -39,9 +39,10 @@
       candidates/KEY.star_counts.npy   int64 (s,): in how many bands each star pair does
       candidates/KEY.index-000.keys.npy  the band index, 4 bands a file: uint64 (bands, n) each band's keys sorted,
       candidates/KEY.index-000.docs.npy  and int64 (bands, n) their documents (read by the next run and by query)
-      candidates/KEY.index-000.filter.npy  uint8 (bands, 2^L / 8): each band's key filter (lsh.key_filter) of the
-                                       base, so a run searches the base only for the keys it may hold; also
-                                       KEY.digests.filter.npy, of the digest index's base (none in older indexes)
+      candidates/KEY.index-000.filter.npy  uint64 (bands, 2^L / 64): each band's key filter (lsh.key_filter) of
+                                       the base, so a run searches the base only for the keys it may hold; also
+                                       KEY.digests.filter.npy, of the digest index's base (none in older indexes;
+                                       uint8 (bands, 2^L / 8), a one-hash filter, in some)
       candidates/KEY.index-000.s001.*  segments of the band index, one per incremental run that added documents (the
                                        same two files of its new documents); the base and earlier segments are the
                                        last run's files under this key (hard links); compacted into a new base now
