@@ -4,7 +4,7 @@
       .neardup-workdir                 written when nearDup creates the folder: only a folder holding it is used
       manifest.json                    format, nearDup version, one record per finished stage
       sealed.json                      each per-shard stage's record key and its folder's mtime as the last manifest
-                                       write left them (WorkDir.seal): a run that finds a folder unchanged trusts the
+                                       write left them (WorkDir._seal): a run that finds a folder unchanged trusts the
                                        record's shard keys instead of reading every done marker
       lock                             held (flock) by the one run allowed at a time (shared by `query`)
       inputs/                          JSONL read from stdin or .gz, spooled so partitions can seek
