@@ -55,7 +55,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .hashing import U64
-from .sets import csr_sets, intersection_sizes, ranges
+from .sets import intersection_sizes, ranges, sorted_sets
 
 _EPS = 1e-6
 _RECORD_BYTES = 96   # arrays held per record while a batch is filtered
@@ -99,7 +99,6 @@ def _check_threshold(threshold: float) -> None:
 def frequency_order(values: np.ndarray, offsets: np.ndarray) -> np.ndarray:
     """The sets rewritten in the global order: each value replaced by its token's rank by document frequency
     (rarest first, equal frequencies by value), each set sorted by rank. uint32, same offsets."""
-    n = len(offsets) - 1
     if not len(values):
         return np.empty(0, np.uint32)
     # an argsort and a scatter back, not a search of every value among the distinct ones: binary searches into
@@ -113,7 +112,7 @@ def frequency_order(values: np.ndarray, offsets: np.ndarray) -> np.ndarray:
     rank[np.argsort(frequency, kind="stable")] = np.arange(len(starts), dtype=np.uint32)
     ranked = np.empty(len(values), np.uint32)
     ranked[order] = rank[np.cumsum(new) - 1]
-    ordered, _ = csr_sets(np.repeat(np.arange(n, dtype=np.int64), np.diff(offsets)), ranked, n)
+    ordered, _ = sorted_sets(ranked, offsets)
     return ordered
 
 

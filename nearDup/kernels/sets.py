@@ -11,6 +11,8 @@ containment C(A, B) = |A ∩ B| / |A|
 """
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 
 from .hashing import U64, fmix64
@@ -93,14 +95,19 @@ def csr_lists(doc_index: np.ndarray, hashes: np.ndarray, n_docs: int) -> tuple[n
 
 
 def csr_sets(doc_index: np.ndarray, hashes: np.ndarray, n_docs: int) -> tuple[np.ndarray, np.ndarray]:
-    """Group (doc, hash) pairs into per-document sorted unique sets: (values uint32, offsets int64 (n_docs+1,)).
+    """Group (doc, hash) pairs into per-document sorted unique sets: (values uint32, offsets int64 (n_docs+1,))."""
+    return sorted_sets(*csr_lists(doc_index, hashes, n_docs))
+
+
+def sorted_sets(hashes: np.ndarray, grouped: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """CSR lists (hashes uint32, offsets int64: csr_lists) made sorted unique sets, in the same CSR form.
 
     Each document's hashes are sorted as one row of a 2-D array (documents of similar length share an array,
     padded with 0xFFFFFFFF): many small sorts run in cache, much faster than one sort of the (doc << 32 | hash)
     keys of a partition. The padding sorts last, and a real 0xFFFFFFFF is equal to it, so each row's first
     count entries are exactly the document's hashes, sorted; repeats are then dropped by comparing neighbours.
     """
-    hashes, grouped = csr_lists(doc_index, hashes, n_docs)
+    n_docs = len(grouped) - 1
     counts, starts = np.diff(grouped), grouped[:-1]
     unique = np.zeros(n_docs, np.int64)
     rows_of_class = []
@@ -137,17 +144,25 @@ def gather_sets(parts, part_starts: np.ndarray, doc_ids: np.ndarray) -> tuple[np
     local = doc_ids - part_starts[part]
     starts = np.empty(len(doc_ids), np.int64)
     lengths = np.empty(len(doc_ids), np.int64)
-    for p in sorted_unique(part).tolist():
-        m = part == p
+    present = sorted_unique(part)
+    if len(doc_ids) < 2 or bool((doc_ids[1:] >= doc_ids[:-1]).all()):  # each partition's documents a slice
+        cuts = np.searchsorted(part, np.r_[present, present[-1] + 1] if len(present) else present).tolist()
+        blocks = [slice(lo, hi) for lo, hi in itertools.pairwise(cuts)]
+    else:
+        blocks = [part == p for p in present.tolist()]
+    for p, m in zip(present.tolist(), blocks):
         offs = parts[p][1]
         starts[m] = offs[local[m]]
         lengths[m] = offs[local[m] + 1] - starts[m]
     out = np.empty(int(lengths.sum()), np.uint32)
     out_starts = np.cumsum(lengths) - lengths
-    for p in sorted_unique(part).tolist():
-        m = part == p
-        out[ranges(out_starts[m], lengths[m])] = parts[p][0][ranges(starts[m], lengths[m])]
-    values, offsets = csr_sets(np.repeat(np.arange(len(doc_ids), dtype=np.int64), lengths), out, len(doc_ids))
+    for p, m in zip(present.tolist(), blocks):
+        source = parts[p][0][ranges(starts[m], lengths[m])]
+        if isinstance(m, slice):
+            out[out_starts[m.start]:out_starts[m.start] + len(source)] = source
+        else:
+            out[ranges(out_starts[m], lengths[m])] = source
+    values, offsets = sorted_sets(out, np.r_[out_starts, len(out)])  # (gathered document by document already)
     return values, np.diff(offsets)
 
 
@@ -183,8 +198,10 @@ def identical_sets(values: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     first = np.r_[True, (lengths[order][1:] != lengths[order][:-1]) | (sums[order][1:] != sums[order][:-1])]
     leader = np.empty(n, np.int64)
     leader[order] = order[np.maximum.accumulate(np.where(first, np.arange(n), 0))]
-    mismatch = values[ranges(starts, lengths)] != values[ranges(starts[leader], lengths)]
-    differs = np.bincount(np.repeat(np.arange(n), lengths)[mismatch], minlength=n) > 0
+    led = np.flatnonzero(leader != np.arange(n))  # compared with their leader: most sets lead their own group
+    mismatch = values[ranges(starts[led], lengths[led])] != values[ranges(starts[leader[led]], lengths[led])]
+    differs = np.zeros(n, bool)
+    differs[led] = np.bincount(np.repeat(np.arange(len(led)), lengths[led])[mismatch], minlength=len(led)) > 0
     return np.where(differs, np.arange(n), leader)
 
 
@@ -192,18 +209,18 @@ def intersection_sizes(va: np.ndarray, la: np.ndarray, vb: np.ndarray, lb: np.nd
     """|A_i ∩ B_i| for each i, given the sets A_i (concatenated va, lengths la) and B_i (vb, lb), each sorted
     ascending without repeats, as stored.
 
-    Tags every element with its pair index: key = i * 2^32 + value. The keys of B_0, B_1, ... in turn are then one
-    ascending array, so each key of A_i is looked up in it by binary search, and an equal key is the same value
-    in B_i. No sort: a fifth of the time of sorting the tagged keys of both sides together (2,000 pairs of
-    ~600 shingles).
+    Tags every element with its pair index: key = i * 2^32 + value. The keys of A_0, A_1, ... in turn are then one
+    ascending array, those of the B_i another, and a value of both A_i and B_i is a key held by both: a neighbour
+    of its equal once the two are merged (neither holds a key twice). The merge is NumPy's stable sort of their
+    concatenation, Timsort for 64-bit keys, which finds the two ascending runs and merges them in linear time:
+    2.3x faster than a binary search of each key of A in B (10,000 pairs of ~180 shingles: 0.020 CPU s, not 0.047).
     """
     m = len(la)
     ka = (np.repeat(np.arange(m, dtype=U64), la) << U64(32)) | np.asarray(va).astype(U64)
     kb = (np.repeat(np.arange(m, dtype=U64), lb) << U64(32)) | np.asarray(vb).astype(U64)
-    if not len(kb):
-        return np.zeros(m, np.int64)
-    found = kb[np.minimum(np.searchsorted(kb, ka), len(kb) - 1)] == ka
-    return np.bincount((ka[found] >> U64(32)).astype(np.int64), minlength=m)
+    merged = np.sort(np.concatenate([ka, kb]), kind="stable")
+    both = merged[1:][merged[1:] == merged[:-1]]
+    return np.bincount((both >> U64(32)).astype(np.int64), minlength=m)
 
 
 def jaccard(inter: np.ndarray, la: np.ndarray, lb: np.ndarray) -> np.ndarray:
