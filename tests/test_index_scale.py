@@ -765,6 +765,40 @@ def test_an_index_whose_catalog_holds_the_liveness_as_int64_is_updated_to_the_sa
     assert live.dtype == np.int8
 
 
+def test_an_index_whose_band_index_holds_numbers_as_int64_is_updated_to_the_same_result(tmp_path):
+    """A band index (and the digest index) stores document numbers as int32 (lsh.stored_numbers); before, as
+    int64. An index stored so is read as it was: a run that deletes, edits and adds documents prints what a run
+    from scratch prints, and the segments it appends are int32."""
+    folder = tmp_path / "docs"
+    generate_corpus(folder, n_base=30, seed=6)
+    index = tmp_path / "index"
+    args = ("run", folder, "--partition-docs", 10, "-t", 0.5, "-j", 1)
+    assert _invoke(*args, "--index", index).exit_code == 0
+    manifest = json.loads((index / "manifest.json").read_text())
+    candidates = manifest["stages"]["candidates"]
+    rewritten = 0
+    for name in candidates["files"]:
+        if name.endswith("docs.npy"):
+            path = index / "candidates" / f"{candidates['key'][:12]}.{name}"
+            stored = np.load(path)
+            assert stored.dtype == np.int32
+            np.save(path, stored.astype(np.int64))  # as nearDup stored it before
+            candidates["files"][name] = path.stat().st_size
+            rewritten += 1
+    assert rewritten >= 2  # (the band index's files and the digest index's)
+    (index / "manifest.json").write_text(json.dumps(manifest))
+    names = sorted(os.listdir(folder))
+    os.unlink(folder / names[0])
+    (folder / names[1]).write_text((folder / names[1]).read_text() + " and an edit")
+    (folder / "new.txt").write_text((folder / names[2]).read_text() + " with a few more words")
+    again = _invoke(*args, "--index", index)
+    assert again.exit_code == 0, again.stderr
+    assert again.stdout == _invoke(*args, "-w", tmp_path / "scratch").stdout and "new.txt" in again.stdout
+    key = json.loads((index / "manifest.json").read_text())["stages"]["candidates"]["key"][:12]
+    segments = list((index / "candidates").glob(f"{key}.*.s[0-9]*.docs.npy"))  # this run's; the bases are kept
+    assert segments and all(np.load(p).dtype == np.int32 for p in segments)
+
+
 def test_a_work_dir_from_before_copies_were_stored_reports_the_same_pairs_and_groups(tmp_path):
     """A candidates record without copies.npy (made before it was kept): the verified pairs, groups and the
     report's counts are read through the classes' labels instead, as they print from a fresh run."""

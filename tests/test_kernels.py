@@ -436,6 +436,14 @@ def test_minhash_estimate_is_unbiased(method, j, size):
     assert estimates.std() < 2 * np.sqrt(truth * (1 - truth) / num_perm) + 1e-3
 
 
+def test_stored_numbers_are_int32_while_they_fit():
+    assert lsh.stored_numbers(np.array([0, 2**31 - 1])).dtype == np.int32
+    assert lsh.stored_numbers(np.array([0, 2**31 - 1])).tolist() == [0, 2**31 - 1]
+    beyond = np.array([5, 2**31])
+    assert lsh.stored_numbers(beyond).dtype == np.int64 and lsh.stored_numbers(beyond).tolist() == [5, 2**31]
+    assert lsh.stored_numbers(np.empty((4, 0), np.int64)).shape == (4, 0)  # (a band index of no documents)
+
+
 def test_merge_sorted_is_the_stable_sort_of_the_concatenation():
     """Two sorted runs merged (either one the smaller), many keys tied within and across them: as a stable sort
     of a's entries then b's would order them; _merged folds any number of runs the same way."""

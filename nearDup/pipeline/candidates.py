@@ -278,7 +278,7 @@ def _save_index(work: WorkDir, paths: tuple, index: list[tuple[np.ndarray, np.nd
     """A task's part of the band index, each band's (sorted keys, documents), to paths (keys, docs[, filter]): a
     base has its key filters (lsh.key_filter) too, a segment not (it is small)."""
     work.save_array(Path(paths[0]), np.stack([k for k, _ in index]))
-    work.save_array(Path(paths[1]), np.stack([d for _, d in index]))
+    work.save_array(Path(paths[1]), lsh.stored_numbers(np.stack([d for _, d in index])))
     if len(paths) > 2:
         work.save_array(Path(paths[2]), np.stack([lsh.key_filter(k) for k, _ in index]))
 
@@ -543,7 +543,7 @@ def _save_digest_index(work: WorkDir, key: str, previous: CandidatesRecord | Non
             run = lsh.merge_runs([*_load_runs(work, previous, old), run], pairing.rank)
         runs = [(*_digest_files(0), DIGEST_FILTER)]
         run = (*run, lsh.key_filter(run[0]))
-    for name, array in zip(runs[-1], run):
+    for name, array in zip(runs[-1], (run[0], lsh.stored_numbers(run[1]), *run[2:])):
         work.save_array(work.output("candidates", name, key), array)
     return [name for files in runs for name in files]
 

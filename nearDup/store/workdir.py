@@ -38,7 +38,8 @@
       candidates/KEY.stars.npy         int64 (s, 2) document pairs of buckets over --max-bucket (anchor stars)
       candidates/KEY.star_counts.npy   int64 (s,): in how many bands each star pair does
       candidates/KEY.index-000.keys.npy  the band index, 4 bands a file: uint64 (bands, n) each band's keys sorted,
-      candidates/KEY.index-000.docs.npy  and int64 (bands, n) their documents (read by the next run and by query)
+      candidates/KEY.index-000.docs.npy  and int32 (bands, n) their documents (int64 past 2^31 documents, and in
+                                       older indexes; read by the next run and by query)
       candidates/KEY.index-000.filter.npy  uint64 (bands, 2^L / 64): each band's key filter (lsh.key_filter) of
                                        the base, so a run searches the base only for the keys it may hold; also
                                        KEY.digests.filter.npy, of the digest index's base (none in older indexes;
