@@ -472,17 +472,20 @@ def test_identical_sets_labels_equal_exactly_the_equal_sets():
             assert (labels[i] == labels[j]) == (chosen[i].tolist() == chosen[j].tolist())
 
 
-def test_identical_sets_are_exact_when_every_fingerprint_collides(monkeypatch):
-    """Sets are grouped by a fingerprint and confirmed against their group's first, element by element: with
-    fmix64 made constant, every set of one length collides, and a shared label must still mean equal sets (an
-    equal set outside its group's first may then keep a label of its own: a missed shortcut, never a wrong one)."""
-    monkeypatch.setattr(sets, "fmix64", lambda v: np.zeros(len(v), np.uint64))
+def test_identical_sets_are_exact_when_fingerprints_collide():
+    """Sets are grouped by a fingerprint (length, sum) and confirmed against their group's first, element by
+    element. Small sets of small values collide often ({1, 4} and {2, 3}): a shared label must still mean equal
+    sets (an equal set outside its group's first may then keep a label of its own: a missed shortcut, never a
+    wrong one)."""
     rng = np.random.default_rng(8)
-    distinct = [np.sort(rng.choice(50, rng.integers(0, 6), replace=False)).astype(np.uint32) for _ in range(30)]
-    chosen = [distinct[i] for i in rng.integers(0, 30, 120)]
+    distinct = {tuple(sorted(rng.choice(12, rng.integers(1, 4), replace=False).tolist())) for _ in range(60)}
+    distinct = [np.array(d, np.uint32) for d in sorted(distinct)]
+    chosen = [distinct[i] for i in rng.integers(0, len(distinct), 150)]
+    fingerprints = {(len(c), int(c.sum())) for c in chosen}
+    assert len(fingerprints) < len({c.tobytes() for c in chosen})  # (unequal sets do collide here)
     labels = sets.identical_sets(np.concatenate(chosen), np.array([len(c) for c in chosen]))
     shared = 0
-    for i, j in itertools.combinations(range(120), 2):
+    for i, j in itertools.combinations(range(150), 2):
         if labels[i] == labels[j]:
             assert chosen[i].tolist() == chosen[j].tolist()
             shared += 1

@@ -15,7 +15,7 @@ import itertools
 
 import numpy as np
 
-from .hashing import U64, fmix64
+from .hashing import U64
 
 
 def sorted_unique(values: np.ndarray) -> np.ndarray:
@@ -182,9 +182,12 @@ def identical_sets(values: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     """A label per set (concatenated sorted sets `values`, `lengths` as gather_sets gives them) such that two sets
     with the same label are equal, element for element: copies of one text get one label.
 
-    Sets are grouped by a fingerprint (length, and the sum of fmix64 of their elements mod 2^64), then each is
-    compared with the first of its group; one that differs (a fingerprint collision) keeps a label of its own, so
-    equal labels are exact. O(total size), no pairing."""
+    Sets are grouped by a fingerprint (length, and the sum of their elements mod 2^64), then each is compared with
+    the first of its group; one that differs (a fingerprint collision) keeps a label of its own, so equal labels
+    are exact. A plain sum suffices: the elements are hashes, so unequal sets of one length rarely share a sum,
+    and a collision costs only a missed shortcut (two equal sets outside a group's first are intersected), never a
+    wrong label; mixing each element first (fmix64) cost 10x the sum (3.4M elements: 0.030 CPU s, not 0.003).
+    O(total size), no pairing."""
     n = len(lengths)
     if n == 0:
         return np.empty(0, np.int64)
@@ -193,7 +196,7 @@ def identical_sets(values: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     sums = np.zeros(n, U64)
     full = np.flatnonzero(lengths)
     if len(full):
-        sums[full] = np.add.reduceat(fmix64(values.astype(U64)), starts[full])
+        sums[full] = np.add.reduceat(values, starts[full], dtype=U64)
     order = np.lexsort((sums, lengths))
     first = np.r_[True, (lengths[order][1:] != lengths[order][:-1]) | (sums[order][1:] != sums[order][:-1])]
     leader = np.empty(n, np.int64)
