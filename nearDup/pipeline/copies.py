@@ -197,9 +197,14 @@ class Copies:
         return out
 
     def _spans(self, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(first row, rows) of each label's class among the rows (0 rows: a class of one)."""
-        lo = np.searchsorted(self.rows[:, 0], labels, "left")
-        return lo, np.searchsorted(self.rows[:, 0], labels, "right") - lo
+        """(first row, rows) of each label's class among the rows (0 rows: a class of one). The end of a class is
+        searched only for the labels that head one (most documents have no copy)."""
+        heads = self.rows[:, 0]
+        lo = np.searchsorted(heads, labels, "left")
+        held = np.zeros(len(lo), np.int64)
+        found = np.flatnonzero(heads[np.minimum(lo, len(heads) - 1)] == labels) if len(heads) else lo[:0]
+        held[found] = np.searchsorted(heads, labels[found], "right") - lo[found]
+        return lo, held
 
     def sizes(self, labels: np.ndarray) -> np.ndarray:
         """Documents in the class of each label."""
