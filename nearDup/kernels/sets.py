@@ -140,16 +140,9 @@ def gather_sets(parts, part_starts: np.ndarray, doc_ids: np.ndarray) -> tuple[np
     partition's first document. Only the requested ranges are read from each partition.
     """
     doc_ids = np.asarray(doc_ids, dtype=np.int64)
-    part = np.searchsorted(part_starts, doc_ids, side="right") - 1
-    local = doc_ids - part_starts[part]
+    present, blocks, local = _by_partition(part_starts, doc_ids)
     starts = np.empty(len(doc_ids), np.int64)
     lengths = np.empty(len(doc_ids), np.int64)
-    present = sorted_unique(part)
-    if len(doc_ids) < 2 or bool((doc_ids[1:] >= doc_ids[:-1]).all()):  # each partition's documents a slice
-        cuts = np.searchsorted(part, np.r_[present, present[-1] + 1] if len(present) else present).tolist()
-        blocks = [slice(lo, hi) for lo, hi in itertools.pairwise(cuts)]
-    else:
-        blocks = [part == p for p in present.tolist()]
     for p, m in zip(present.tolist(), blocks):
         offs = parts[p][1]
         starts[m] = offs[local[m]]
@@ -166,14 +159,25 @@ def gather_sets(parts, part_starts: np.ndarray, doc_ids: np.ndarray) -> tuple[np
     return values, np.diff(offsets)
 
 
+def _by_partition(part_starts: np.ndarray, doc_ids: np.ndarray) -> tuple[np.ndarray, list, np.ndarray]:
+    """(the partitions doc_ids fall in, ascending; each one's documents among doc_ids: a slice when doc_ids ascend,
+    else a mask; each document's number within its partition)."""
+    part = np.searchsorted(part_starts, doc_ids, side="right") - 1
+    present = sorted_unique(part)
+    if len(doc_ids) < 2 or bool((doc_ids[1:] >= doc_ids[:-1]).all()):
+        cuts = np.searchsorted(part, np.r_[present, present[-1] + 1] if len(present) else present).tolist()
+        blocks: list = [slice(lo, hi) for lo, hi in itertools.pairwise(cuts)]
+    else:
+        blocks = [part == p for p in present.tolist()]
+    return present, blocks, doc_ids - part_starts[part]
+
+
 def gather_rows(parts, part_starts: np.ndarray, doc_ids: np.ndarray) -> np.ndarray:
     """Rows doc_ids (global ids) of a matrix stored as one 2-D array per partition."""
     doc_ids = np.asarray(doc_ids, dtype=np.int64)
-    part = np.searchsorted(part_starts, doc_ids, side="right") - 1
-    local = doc_ids - part_starts[part]
+    present, blocks, local = _by_partition(part_starts, doc_ids)
     out = np.empty((len(doc_ids),) + parts[0].shape[1:], dtype=parts[0].dtype)
-    for p in sorted_unique(part).tolist():
-        m = part == p
+    for p, m in zip(present.tolist(), blocks):
         out[m] = parts[p][local[m]]
     return out
 
