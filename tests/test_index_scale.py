@@ -733,16 +733,32 @@ def test_an_index_stored_as_before_is_updated_to_the_same_result(tmp_path, kept)
     assert not [n for n in left if n in ("died.npy", "new.npy")]
 
 
+def _indexed_then_updated(tmp_path: Path, seed: int):
+    """(index, its manifest, update): an index of a 30-document corpus, and update(manifest), which writes the
+    manifest back (as a test changed it, to hold files stored as an older nearDup did), deletes, edits and adds a
+    document, runs the index again and checks that it prints what a run from scratch prints."""
+    folder, index = tmp_path / "docs", tmp_path / "index"
+    generate_corpus(folder, n_base=30, seed=seed)
+    args = ("run", folder, "--partition-docs", 10, "-t", 0.5, "-j", 1)
+    assert _invoke(*args, "--index", index).exit_code == 0
+
+    def update(manifest: dict) -> None:
+        (index / "manifest.json").write_text(json.dumps(manifest))
+        names = sorted(os.listdir(folder))
+        os.unlink(folder / names[0])
+        (folder / names[1]).write_text((folder / names[1]).read_text() + " and an edit")
+        (folder / "new.txt").write_text((folder / names[2]).read_text() + " with a few more words")
+        again = _invoke(*args, "--index", index)
+        assert again.exit_code == 0, again.stderr
+        assert again.stdout == _invoke(*args, "-w", tmp_path / "scratch").stdout and "new.txt" in again.stdout
+    return index, json.loads((index / "manifest.json").read_text()), update
+
+
 def test_an_index_whose_catalog_holds_the_liveness_as_int64_is_updated_to_the_same_result(tmp_path):
     """A catalog stores each row's liveness as int8 (read as bools without a copy); before, as int64. An index
     stored so is read as it was: a run that deletes, edits and adds documents prints what a run from scratch
     prints, and its catalog is int8 from then on."""
-    folder = tmp_path / "docs"
-    generate_corpus(folder, n_base=30, seed=5)
-    index = tmp_path / "index"
-    args = ("run", folder, "--partition-docs", 10, "-t", 0.5, "-j", 1)
-    assert _invoke(*args, "--index", index).exit_code == 0
-    manifest = json.loads((index / "manifest.json").read_text())
+    index, manifest, update = _indexed_then_updated(tmp_path, seed=5)
     shingle = manifest["stages"]["shingle"]
     path = index / "shingle" / f"{shingle['key'][:12]}.catalog.npz"
     with np.load(path) as stored:
@@ -750,14 +766,7 @@ def test_an_index_whose_catalog_holds_the_liveness_as_int64_is_updated_to_the_sa
     assert columns["live"].dtype == np.int8
     np.savez(path, **{**columns, "live": columns["live"].astype(np.int64)})  # as nearDup stored it before
     shingle["files"]["catalog.npz"] = path.stat().st_size
-    (index / "manifest.json").write_text(json.dumps(manifest))
-    names = sorted(os.listdir(folder))
-    os.unlink(folder / names[0])
-    (folder / names[1]).write_text((folder / names[1]).read_text() + " and an edit")
-    (folder / "new.txt").write_text((folder / names[2]).read_text() + " with a few more words")
-    again = _invoke(*args, "--index", index)
-    assert again.exit_code == 0, again.stderr
-    assert again.stdout == _invoke(*args, "-w", tmp_path / "scratch").stdout and "new.txt" in again.stdout
+    update(manifest)
     key = json.loads((index / "manifest.json").read_text())["stages"]["shingle"]["key"][:12]
     appended = index / "shingle" / f"{key}.catalog.live.npy"  # (the rows appended: the liveness apart)
     with np.load(index / "shingle" / f"{key}.catalog.npz") as whole:
@@ -769,12 +778,7 @@ def test_an_index_whose_band_index_holds_numbers_as_int64_is_updated_to_the_same
     """A band index (and the digest index) stores document numbers as int32 (lsh.stored_numbers); before, as
     int64. An index stored so is read as it was: a run that deletes, edits and adds documents prints what a run
     from scratch prints, and the segments it appends are int32."""
-    folder = tmp_path / "docs"
-    generate_corpus(folder, n_base=30, seed=6)
-    index = tmp_path / "index"
-    args = ("run", folder, "--partition-docs", 10, "-t", 0.5, "-j", 1)
-    assert _invoke(*args, "--index", index).exit_code == 0
-    manifest = json.loads((index / "manifest.json").read_text())
+    index, manifest, update = _indexed_then_updated(tmp_path, seed=6)
     candidates = manifest["stages"]["candidates"]
     rewritten = 0
     for name in candidates["files"]:
@@ -786,14 +790,7 @@ def test_an_index_whose_band_index_holds_numbers_as_int64_is_updated_to_the_same
             candidates["files"][name] = path.stat().st_size
             rewritten += 1
     assert rewritten >= 2  # (the band index's files and the digest index's)
-    (index / "manifest.json").write_text(json.dumps(manifest))
-    names = sorted(os.listdir(folder))
-    os.unlink(folder / names[0])
-    (folder / names[1]).write_text((folder / names[1]).read_text() + " and an edit")
-    (folder / "new.txt").write_text((folder / names[2]).read_text() + " with a few more words")
-    again = _invoke(*args, "--index", index)
-    assert again.exit_code == 0, again.stderr
-    assert again.stdout == _invoke(*args, "-w", tmp_path / "scratch").stdout and "new.txt" in again.stdout
+    update(manifest)
     key = json.loads((index / "manifest.json").read_text())["stages"]["candidates"]["key"][:12]
     segments = list((index / "candidates").glob(f"{key}.*.s[0-9]*.docs.npy"))  # this run's; the bases are kept
     assert segments and all(np.load(p).dtype == np.int32 for p in segments)
