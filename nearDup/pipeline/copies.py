@@ -25,6 +25,7 @@ import numpy as np
 
 from ..kernels import lsh, sets
 from ..kernels.hashing import U64, fmix64
+from ..store.catalog import Catalog
 from ..store.manifest import CandidatesRecord, ShingleRecord, VerifyRecord
 from ..store.workdir import WorkDir
 from .band import DIGEST
@@ -472,18 +473,13 @@ def expanded_pairs(entries: ClassPairs, rank: lsh.ByNumber, score: np.ndarray) -
         yield a[at], b[at], e[at]
 
 
-def ranked(ids: dict[int, str]) -> tuple[list[str], Lookup]:
-    """(the ids sorted, rank[numbers]: each listed global number's place among them): the order of the listing.
-    Looked up among the listed numbers, not an array of every document's (80 MB of fresh pages at 10M, ~0.15 CPU
-    s, for the ~100,000 documents of the pairs)."""
-    numbers = sorted(ids, key=ids.__getitem__)  # one sort, no Python function per id
-    by_number = np.array(numbers, np.int64)
-    place = np.argsort(by_number)  # the place of each listed number, in number order
-    listed = by_number[place]
-
-    def rank(of: np.ndarray) -> np.ndarray:
-        return place[np.searchsorted(listed, of)]
-    return [ids[n] for n in numbers], Lookup(rank)
+def ranked(members: np.ndarray, order: np.ndarray) -> Lookup:
+    """rank[numbers] of the listed documents, their places in id order, given their numbers (members, ascending)
+    and the permutation that sorts them by id. Looked up among the listed numbers, not an array of every
+    document's (80 MB of fresh pages at 10M, ~0.15 CPU s, for the ~100,000 documents of the pairs)."""
+    place = np.empty(len(order), np.int64)
+    place[order] = np.arange(len(order))
+    return Lookup(lambda of: place[np.searchsorted(members, of)])
 
 
 def set_sizes(entries: ClassPairs, sizes: np.ndarray, n: int) -> np.ndarray:
@@ -525,17 +521,25 @@ LINES_AT_ONCE = 8192
 _MADE: weakref.WeakKeyDictionary[WorkDir, tuple[str, Listing]] = weakref.WeakKeyDictionary()
 
 
+def named_members(catalog: Catalog, entries: ClassPairs) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """(members, order, names) of the documents of the entries, for a Listing: their numbers ascending, the
+    permutation that sorts them by id, and their ids in that order (Catalog.ids_by_id)."""
+    members = sets.sorted_unique(entries.members)
+    return (members, *catalog.ids_by_id(members))
+
+
 class Listing:
     """Verified pairs in the order of the listing (best first, then by ids) as columns, not records: names (the ids,
-    sorted), each entry's values, and chunks of (a, b, entry), a and b the ranks in names of a pair's ends (with
-    --metric containment, a contained in b: directed). pairs.jsonl and every printed format are lines made from
-    it, the text of each entry's values made once per entry (a class pair stands for many pairs) and each value's
-    once per distinct value: a dict per pair cost ~5 us, most of the report of 100,000 pairs. records() gives the
-    dicts, for the readers that want records (the API, the HTML report, eval)."""
+    sorted: named_members), each entry's values, and chunks of (a, b, entry), a and b the ranks in names of a
+    pair's ends (with --metric containment, a contained in b: directed). pairs.jsonl and every printed format are
+    lines made from it, the text of each entry's values made once per entry (a class pair stands for many pairs)
+    and each value's once per distinct value: a dict per pair cost ~5 us, most of the report of 100,000 pairs.
+    records() gives the dicts, for the readers that want records (the API, the HTML report, eval)."""
 
-    def __init__(self, ids: dict[int, str], entries: ClassPairs, scores: np.ndarray, sizes: np.ndarray,
-                 contained: bool, involving: set[str] | None = None):
-        self.names, self._rank = ranked(ids)
+    def __init__(self, named: tuple[np.ndarray, np.ndarray, list[str]], entries: ClassPairs, scores: np.ndarray,
+                 sizes: np.ndarray, contained: bool, involving: set[str] | None = None):
+        members, order, self.names = named
+        self._rank = ranked(members, order)
         self.entries, self.scores, self.sizes, self.contained = entries, scores, sizes, contained
         # a record's fields but its ends a and b, sorted as pairs.jsonl has them
         self.fields = ("containment",) * contained + ("estimate", "intersection", "jaccard", "union")
@@ -557,8 +561,8 @@ class Listing:
         if made is not None and key == require(work, VerifyRecord).key:
             return copy.copy(made).involving(involving)
         entries = verified_entries(work)
-        ids = load_catalog(work, require(work, ShingleRecord)).ids_of(sets.sorted_unique(entries.members).tolist())
-        return cls(ids, entries, work.load_array(work.current("verify", "scores.npy"), "verify"),
+        return cls(named_members(load_catalog(work, require(work, ShingleRecord)), entries), entries,
+                   work.load_array(work.current("verify", "scores.npy"), "verify"),
                    work.load_array(work.current("verify", "sizes.npy"), "verify"),
                    require(work, VerifyRecord).params.metric == "containment", involving)
 

@@ -16,7 +16,7 @@ from ..kernels import lsh, sets
 from ..store.manifest import CandidatesRecord, ShingleRecord, SignatureRecord, VerifyBasis, VerifyRecord, VerifyStats
 from ..store.workdir import WorkDir, atomic_file
 from ..wording import plural
-from .copies import ClassPairs, Listing, Pairing, among, uncovered
+from .copies import ClassPairs, Listing, Pairing, among, named_members, uncovered
 from .driver import PartitionArrays, Runner, _absolute, _begin, _files, _up_to_date, part_starts, require
 from .results import EXACT_RECALL, estimated_recall, recall_line, recall_warning
 from .shingle import load_catalog
@@ -131,12 +131,12 @@ def run(runner: Runner, params: VerifyParams) -> VerifyRecord:
     entries = ClassPairs(accepted, among(accepted, class_pairs), copies)
     counts = entries.count()
     found = int(counts.sum())
-    ids = load_catalog(work, shingle_record).ids_of(sets.sorted_unique(entries.members).tolist())
+    named = named_members(load_catalog(work, shingle_record), entries)
     work.save_array(work.output("verify", "checked.npy", key), pairs)
     work.save_array(work.output("verify", "pairs.npy", key), accepted)
     work.save_array(work.output("verify", "scores.npy", key), scores)
     work.save_array(work.output("verify", "sizes.npy", key), sizes)
-    listing = Listing(ids, entries, scores, sizes, contained)
+    listing = Listing(named, entries, scores, sizes, contained)
     with atomic_file(work.output("verify", "pairs.jsonl", key), "w") as f:
         for text in _pair_lines(listing):
             f.write(text)

@@ -130,6 +130,18 @@ class Catalog:
         """{n: id} for a few rows, without decoding the whole column (verify names ~1,000 of 100,000)."""
         return self.texts_of("id", rows)
 
+    def ids_by_id(self, rows: np.ndarray) -> tuple[np.ndarray, list[str]]:
+        """(order, ids) of a few rows (numbers, ascending): the permutation that sorts them by id, and their ids in
+        that order. The stored UTF-8 bytes are sorted (numpy compares them unsigned: code point order, as Python
+        sorts str) and only then decoded: verify's ~125,000 ids of 10M rows made into a dict and sorted by Python
+        cost 0.05 CPU s, this 0.02."""
+        values = self._at("id", rows.tolist())
+        if isinstance(values, list):
+            order = np.array(sorted(range(len(values)), key=values.__getitem__), np.int64)
+            return order, [values[i] for i in order.tolist()]
+        order = np.argsort(values, kind="stable")
+        return order, decoded(values[order].tolist())
+
     def texts_of(self, field: str, rows) -> dict[int, str]:
         """{n: value} of a text column for a few rows, without decoding (or joining) the whole column."""
         rows = list(rows)
