@@ -235,6 +235,7 @@ def test_kill_9_at_random_moments_then_resume_gives_identical_output(big_corpus,
 def test_damaged_intermediates_are_named_and_recomputed_or_refused(tmp_path):
     w = tmp_path / "w"
     first = invoke("-w", w, "run", SAMPLE, "--partition-docs", 10)
+    counted = json.loads((w / "manifest.json").read_text())["stages"]["shingle"]["stats"]
     pairs = stage_output(w, "candidates", "pairs.npy")
     pairs.write_bytes(b"")
     again = invoke("-w", w, "run", SAMPLE, "--partition-docs", 10)
@@ -246,6 +247,9 @@ def test_damaged_intermediates_are_named_and_recomputed_or_refused(tmp_path):
     assert again.exit_code == 0 and again.stdout == first.stdout
     assert "shingle/part-00001.* has a missing or truncated file; reading its documents again" in again.stderr
     assert not values.exists()  # no record lists the damaged shard any more
+    # its rows died (as stored, live) and its documents came again: the same documents, bytes and shingles
+    recounted = json.loads((w / "manifest.json").read_text())["stages"]["shingle"]["stats"]
+    assert {**recounted, "added": 0} == {**counted, "added": 0} and recounted["added"] == 10
     (w / "manifest.json").write_text("{ edited by hand and broken")
     one_line_error(invoke("-w", w, "run", SAMPLE), "manifest.json", "corrupt", "--force")
     rebuilt = invoke("-w", w, "run", SAMPLE, "--partition-docs", 10, "--force")

@@ -87,7 +87,7 @@ def test_plan_of_files_keeps_unchanged_touched_and_renamed_rows_and_reads_the_re
     assert result.renamed == 1 and result.removed == 2  # c's old text and f are gone
     cat = result.catalog
     assert column(cat, "id") == [paths["a"], paths["b"], paths["c"], paths["e"], str(tmp_path / "f.txt")]
-    assert column(cat, "live") == [1, 1, 0, 1, 0]
+    assert column(cat, "live") == [1, 1, 0, 1, 0] and result.died.tolist() == [2, 4]  # (b touched, d renamed)
     assert column(cat, "mtime_ns") == [100, 999, 300, 401, 500]  # claimed rows take the listed stat
     assert column(cat, "inode") == [1, 2, 3, 9, 5]
     assert column(cat, "shingles") == [0, 0, 0, 7, 0] and column(cat, "added") == [1] * 5  # the row is reused
@@ -118,7 +118,7 @@ def test_plan_keeps_dead_rows_dead(tmp_path):
     items = [Item("file", str(tmp_path / "a"), "/x/a", 5, 1, inode=1), Item("file", "/x/b", "/x/b", 6, 1, inode=2)]
     result = plan(stored, items, SourceParams())
     assert [i.id for i, _ in result.todo] == ["/x/a"] and column(result.catalog, "live") == [0, 1]
-    assert result.removed == 0
+    assert result.removed == 0 and result.died.tolist() == []  # (dead before: not died now)
 
 
 # ------------------------------------------------------------------------------------------ plan: JSONL
@@ -162,6 +162,7 @@ def test_plan_of_jsonl_claims_rows_by_id_and_hash_and_asks_only_for_new_ids(tmp_
     assert result.renamed == 1 and result.removed == 1  # 3 -> 4 renamed; the old text of 2 is gone
     cat = result.catalog
     assert column(cat, "id") == ["1", "2", "4", "k"] and column(cat, "live") == [1, 0, 1, 1]
+    assert result.died.tolist() == [1]  # 2's old text (3's row is claimed by 4)
     assert column(cat, "item") == [jsonl_digest(*items[0].fingerprint()), item_digest(old_items[0]),
                                    jsonl_digest(*items[1].fingerprint()), item_digest(kept_item)]
     assert column(cat, "mtime_ns") == [20, 10, 20, 5] and column(cat, "inode") == [4, 3, 4, 8]
@@ -320,6 +321,7 @@ def test_plan_matches_files_to_rows_of_appended_shards_out_of_id_order():
     assert column(result.catalog, "live") == [int(i in kept) for i in range(50)]
     assert [item.id for item, _ in result.todo] == [f"/x/new{j}" for j in range(5)]
     assert (result.renamed, result.removed) == (0, 10)
+    assert result.died.tolist() == sorted(set(range(50)) - set(kept))
 
 
 def test_segments_give_the_concatenations_fingerprint_summary_and_stored_file(tmp_path):

@@ -494,6 +494,7 @@ class Plan:
     renamed: int = 0
     removed: int = 0
     patched: np.ndarray = dataclasses.field(default_factory=lambda: np.empty(0, np.int64))  # the rows claimed
+    died: np.ndarray = dataclasses.field(default_factory=lambda: np.empty(0, np.int64))  # live before, not now
     runs: ItemRuns | None = None  # records: the item runs of the stored rows (item_runs), as the match used them
 
 
@@ -594,6 +595,8 @@ def plan(stored: Catalog, items: Sequence[Item], source: SourceParams, runs: Ite
             result.todo.append((item, None))
         elif item.id in wanted:
             result.todo.append((item, frozenset(wanted[item.id]) if item.kind != "file" else None))
+    released_rows = np.array(released, np.int64)
+    result.died = released_rows[~live[released_rows]]
     # int8 (as the appended catalog stores it; written whole, int64): an int64 copy cost 80 MB at 10M rows
     result.catalog = result.catalog.with_columns(live=live.view(np.int8))
     result.runs = runs if source.records and not len(result.patched) else None  # (patched: items changed)
