@@ -16,11 +16,12 @@ bench/out/corpora/scale-1m, instead of generating it), the new documents another
 them edited copies of base documents, so the incremental run finds new duplicates. Per repetition: a run from
 scratch over base + new (into a fresh work dir), an incremental run on a fresh copy of the base index with the new
 documents moved into the folder (cron's situation) for this checkout and (--compare REV) for that commit's nearDup,
-one after the other, and the floors: find(1) stat-ing every file and the interpreter importing nearDup's CLI. The
-runs' stdout must be byte-identical, or the benchmark fails. Medians of wall and CPU seconds (user + sys of the
-process tree), the tree's peak RSS, the index's disk per document, and the CPU the rest of the machine used
-meanwhile are reported; the section between the markers in bench/RESULTS.md (the 1M one from 1,000,000
-documents) is replaced.
+one after the other, this checkout's incremental run adding only the first hundredth of the new documents (what
+does not grow with them), and the floors: find(1) stat-ing every file and the interpreter importing nearDup's CLI.
+The full incremental runs' stdout must be byte-identical, or the benchmark fails. Medians of wall and CPU
+seconds (user + sys of the process tree), the tree's peak RSS, the index's disk per document, and the CPU the rest
+of the machine used meanwhile are reported; the section between the markers in bench/RESULTS.md (the 1M one from
+1,000,000 documents) is replaced.
 """
 from __future__ import annotations
 
@@ -128,6 +129,32 @@ def build(n_docs: int, n_new: int, base_from: str | None = None) -> tuple[str, s
     return os.path.join(base, "docs"), new
 
 
+def few_of(new: str, jsonl: bool) -> tuple[str, int]:
+    """The first hundredth of the new documents (at least one), made once next to them: a folder of hard links
+    to the first files in path order, or a shard of the first records (shard-zz-few.jsonl, next to the new shard:
+    the base's glob matches it). Its incremental run measures the part of a run's cost that does not grow with the
+    new documents."""
+    few = os.path.join(os.path.dirname(new), "shard-zz-few.jsonl") if jsonl else new.rstrip(os.sep) + "-few"
+    if jsonl:
+        with open(new, "rb") as f:
+            total = sum(1 for _ in f)
+        count = max(1, total // 100)
+        if not os.path.exists(few):
+            with open(new, "rb") as f, open(few + ".tmp", "wb") as out:
+                out.writelines(line for _, line in zip(range(count), f))
+            os.rename(few + ".tmp", few)
+        return few, count
+    names = sorted(os.path.relpath(os.path.join(top, name), new) for top, _, names in os.walk(new) for name in names)
+    count = max(1, len(names) // 100)
+    if not os.path.exists(few):
+        shutil.rmtree(few + ".tmp", ignore_errors=True)
+        for name in names[:count]:
+            os.makedirs(os.path.dirname(os.path.join(few + ".tmp", name)), exist_ok=True)
+            os.link(os.path.join(new, name), os.path.join(few + ".tmp", name))
+        os.rename(few + ".tmp", few)
+    return few, count
+
+
 def build_jsonl(n_docs: int, n_new: int) -> tuple[str, str]:
     """The base folder (hard links of the shards of bench/out/corpora/scale-N-jsonl) and the new shard's path (a
     JSONL scale corpus of n_new records, seed 2, every tenth record an edited copy of a base record), both made
@@ -199,8 +226,11 @@ def main(argv=None) -> None:
         source, sha = bench_run.neardup_snapshot(args.compare)
         sides[sha[:12]] = peers.neardup_env(source)
     moved = os.path.join(docs, os.path.basename(new) if args.jsonl else "zz-new")
-    if os.path.exists(moved):  # left by an interrupted benchmark
-        os.rename(moved, new)
+    few, few_docs = few_of(new, args.jsonl)
+    moved_few = os.path.join(docs, os.path.basename(few) if args.jsonl else "zz-few")
+    for path, there in ((new, moved), (few, moved_few)):
+        if os.path.exists(there):  # left by an interrupted benchmark
+            os.rename(there, path)
     prefix = "jsonl-" if args.jsonl else ""  # (the two modes' indexes side by side)
     base = {}
     for side, env in sides.items():  # each side's own index of the base documents
@@ -209,7 +239,7 @@ def main(argv=None) -> None:
         base[side] = neardup(["run", *inputs, "--index", index, "-q"], env)[0]
         print(f"{side}: base index of {args.docs} documents: {base[side]['wall']:.1f} s wall, "
               f"{base[side]['cpu']:.1f} s CPU", file=sys.stderr)
-    runs: dict[str, list[dict]] = {name: [] for name in ("full", *sides, "find", "start-up")}
+    runs: dict[str, list[dict]] = {name: [] for name in ("full", *sides, "few", "find", "start-up")}
     sizes: dict[str, int] = {}
     printed: list[tuple[str, bytes]] = []  # (side, stdout) of the incremental runs, to compare with a scratch run's
     scratch = os.path.join(OUT, "scratch")
@@ -221,7 +251,18 @@ def main(argv=None) -> None:
         shutil.rmtree(scratch, ignore_errors=True)
         return out
 
-    expected = None
+    def index_copy(side: str) -> tuple[str, str]:
+        """(a fresh copy of side's base index, the original)"""
+        copy = os.path.join(OUT, f"{prefix}index-copy")
+        shutil.rmtree(copy, ignore_errors=True)
+        original = os.path.join(OUT, f"{prefix}index-{side}")
+        if args.jsonl:  # 17 GB at 10M: hard links (checked below: the run replaced files, never wrote into one)
+            subprocess.run(["cp", "-al", original, copy], check=True)
+        else:
+            shutil.copytree(original, copy)
+        return copy, original
+
+    expected, few_pairs = None, 0
     for rep in range(args.reps):
         os.rename(new, moved)
         try:
@@ -229,14 +270,8 @@ def main(argv=None) -> None:
             if not args.jsonl and rep < max(scratch_reps, 1):  # (at least once: what every run must print)
                 expected = from_scratch()
             for side, env in (sides.items() if rep % 2 == 0 else reversed(sides.items())):  # A B, B A, ...
-                copy = os.path.join(OUT, f"{prefix}index-copy")
-                shutil.rmtree(copy, ignore_errors=True)
-                original = os.path.join(OUT, f"{prefix}index-{side}")
-                if args.jsonl:  # 17 GB at 10M: hard links (checked below: the run replaced files, never wrote into one)
-                    before = files_state(original)
-                    subprocess.run(["cp", "-al", original, copy], check=True)
-                else:
-                    shutil.copytree(original, copy)
+                before = files_state(os.path.join(OUT, f"{prefix}index-{side}")) if args.jsonl else None
+                copy, original = index_copy(side)
                 m, got = neardup(["run", *inputs, "--index", copy], env)
                 runs[side].append(m)
                 printed.append((side, got))
@@ -246,6 +281,18 @@ def main(argv=None) -> None:
                     sizes = disk(copy)
                     if neardup(["run", *inputs, "--index", copy, "--new-only"])[1]:  # reported already: nothing new
                         sys.exit("a second --new-only run reported pairs again")
+            # the same run adding only the first hundredth of the new documents: what does not grow with them
+            os.rename(moved, new)
+            os.rename(few, moved_few)
+            try:
+                m, out = neardup(["run", *inputs, "--index", index_copy("this")[0]])
+                runs["few"].append(m)
+                few_pairs = len(out.splitlines())
+                if few_docs >= 100 and (b"\tnew-" if args.jsonl else b"zz-few") not in out:  # (a tenth are copies)
+                    sys.exit("the run adding the first hundredth of the new documents paired none of them")
+            finally:
+                os.rename(moved_few, few)
+                os.rename(new, moved)
             for name, m in floors(docs).items():
                 runs[name].append(m)
             if args.jsonl and rep == args.reps - 1:
@@ -265,17 +312,19 @@ def main(argv=None) -> None:
               (f"; {len(expected.splitlines())} pairs, identical" if expected is not None else ""), file=sys.stderr)
     assert expected is not None
     med = {name: {k: statistics.median(m[k] for m in v) for k in v[0]} for name, v in runs.items()}
-    report(args, med, base, sizes, len(expected.splitlines()), load_before, time.time() - started, runs["full"])
+    report(args, med, base, sizes, len(expected.splitlines()), load_before, time.time() - started, runs["full"],
+           few_docs, few_pairs)
 
 
 def report(args, med: dict, base: dict, sizes: dict, pairs: int, load_before: float, took: float,
-           runs_full: list) -> None:
+           runs_full: list, few_docs: int, few_pairs: int) -> None:
     total = args.docs + args.new
     big = args.docs >= 1_000_000
     begin, end = jsonl_section(args.docs) if args.jsonl else SECTIONS[big]
     floor = med["find"]["cpu"] + med["start-up"]["cpu"]
     per_new = med["full"]["cpu"] / total * args.new  # what the new documents cost in a run from scratch
-    sides = [name for name in med if name not in ("full", "find", "start-up")]
+    marginal = (med["this"]["cpu"] - med["few"]["cpu"]) / max(1, args.new - few_docs)  # CPU s a new document
+    sides = [name for name in med if name not in ("full", "few", "find", "start-up")]
     if args.jsonl:
         import big
         with open(os.path.join(big.corpus_dir(os.path.join(HERE, "out", "corpora"), args.docs), "meta.json")) as f:
@@ -312,6 +361,9 @@ def report(args, med: dict, base: dict, sizes: dict, pairs: int, load_before: fl
              *(f"| incremental, +{args.new:,} documents ({'this commit' if side == 'this' else side}) | "
                f"{med[side]['wall']:.2f} | {med[side]['cpu']:.2f} | {med[side]['cpu'] / floor:.1f} | "
                f"{med[side]['peak'] / MB:.0f} | {med[side]['others']:.1f} |" for side in sides),
+             f"| incremental, +{few_docs:,} documents, the first hundredth of the new ones (this commit) | "
+             f"{med['few']['wall']:.2f} | {med['few']['cpu']:.2f} | {med['few']['cpu'] / floor:.1f} | "
+             f"{med['few']['peak'] / MB:.0f} | {med['few']['others']:.1f} |",
              *(f"| floor: {label} | {med[name]['wall']:.2f} | {med[name]['cpu']:.2f} | "
                f"{med[name]['cpu'] / floor:.2f} | {med[name]['peak'] / MB:.0f} | {med[name]['others']:.1f} |"
                for name, label in (("find", f"`find` stat-ing the {files:,} files (C, no Python)"),
@@ -323,6 +375,12 @@ def report(args, med: dict, base: dict, sizes: dict, pairs: int, load_before: fl
              f"{args.new:,} documents ({args.new:,} / {total:,} of its CPU), so the target is about "
              f"{2 * floor + per_new:.2f} CPU s, and this commit's incremental run took "
              f"{med['this']['cpu']:.2f} ({med['this']['cpu'] / (2 * floor + per_new):.2f}x the target).", "",
+             f"The run that adds only the first {few_docs:,} of them shows the two parts of that cost: what does not "
+             f"grow with the new documents, {med['few']['cpu']:.2f} CPU s (a run that still lists every pair of the "
+             f"index: {few_pairs} of them), against twice the floor, {2 * floor:.2f}; and what does, "
+             f"({med['this']['cpu']:.2f} - {med['few']['cpu']:.2f}) / ({args.new:,} - {few_docs:,}) = "
+             f"{marginal * 1e6:.1f} us a new document, against {med['full']['cpu'] / total * 1e6:.1f} us a "
+             f"document in the run from scratch.", "",
              f"Disk of the index after the incremental run: {sum(sizes.values()) / total:,.0f} bytes per document "
              f"({sum(sizes.values()) / MB:,.0f} MB; "
              + ", ".join(f"{part} {n / total:,.0f}" for part, n in sorted(sizes.items(), key=lambda kv: -kv[1])
