@@ -22,7 +22,7 @@ from nearDup.store import workdir
 from nearDup.store.workdir import WorkDir
 from nearDup.text import inputs, normalise, read
 
-from conftest import SAMPLE, brute_force_pairs, generate_corpus, reference_shingles, refuse_open, stage_output
+from conftest import REPO, SAMPLE, brute_force_pairs, generate_corpus, reference_shingles, refuse_open, stage_output
 
 TEXT = (SAMPLE / "lighthouses_original.txt").read_text()
 
@@ -297,6 +297,58 @@ def test_disk_full_or_read_only_leaves_nothing_half_written(tmp_path, monkeypatc
     assert not [p for p in w.rglob("*") if ".tmp" in p.name]
     monkeypatch.setattr(workdir.os, "replace", real_replace)
     assert invoke("-w", w, "run", SAMPLE).exit_code == 0  # and the next run recovers
+
+
+def _tmpfs_flags(folder: Path) -> list[str] | None:
+    """The unshare(1) flags under which this user may mount a tmpfs of its own (a user and mount namespace; as
+    root, a mount namespace), or None."""
+    folder.mkdir(exist_ok=True)
+    for flags in (["-rm"], ["-m"]):
+        try:
+            if subprocess.run(["unshare", *flags, "mount", "-t", "tmpfs", "-o", "size=64k", "none", str(folder)],
+                              capture_output=True, timeout=30).returncode == 0:
+                return flags
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+    return None
+
+
+# in a private mount namespace: a tmpfs of size $1 on $2, a run into it from the checkout $3 (python $4, documents
+# $5), what it left, then the same tmpfs grown and the run again
+_FULL_DISK = ('mount -t tmpfs -o size="$1" none "$2" && cd "$3" && { "$4" -m nearDup -w "$2/w" run "$5" -q > "$2.out1" '
+              '2> "$2.err1"; echo $? > "$2.rc1"; find "$2/w" -name "*.tmp" > "$2.tmps"; '
+              'mount -o remount,size=64m "$2" && "$4" -m nearDup -w "$2/w" run "$5" > "$2.out2" 2> "$2.err2"; '
+              'echo $? > "$2.rc2"; }')
+
+
+def test_a_really_full_disk_is_one_line_naming_the_file_and_the_next_run_resumes(tmp_path):
+    """Not a simulated error: a tmpfs too small for the work dir fills up in whichever write comes first (a numpy
+    array, a done marker, the manifest). Each size must fail with one line naming the file and what to do (numpy's
+    own writes once said only "None"), leave no temporary file, and the run after space was freed must print what a
+    run on a roomy disk prints."""
+    flags = _tmpfs_flags(tmp_path / "probe")
+    if flags is None:
+        pytest.skip("needs unshare(1) with a user and mount namespace (or root) to fill a small tmpfs")
+    ref = neardup("-w", tmp_path / "ref", "run", SAMPLE)
+    assert ref.returncode == 0
+    needed = sum(-(-p.stat().st_size // 4096) * 4096 for p in (tmp_path / "ref").rglob("*") if p.is_file())
+    named = set()
+    for share in (0.05, 0.2, 0.35, 0.5, 0.65, 0.8, 0.9):
+        mount = tmp_path / f"full-{share}"
+        mount.mkdir()
+        subprocess.run(["unshare", *flags, "sh", "-c", _FULL_DISK, "sh", f"{int(needed * share) // 1024}k",
+                        str(mount), str(REPO), sys.executable, str(SAMPLE)], check=True, timeout=300)
+        err = Path(f"{mount}.err1").read_text()
+        lines = [line for line in err.splitlines() if line.strip()]
+        assert Path(f"{mount}.rc1").read_text().strip() == "2" and len(lines) == 1, (share, err)
+        assert lines[0].startswith(f"neardup: error: {mount}/w/"), lines[0]
+        assert lines[0].endswith(": no space left on device; free space or choose another --workdir"), lines[0]
+        named.add(lines[0].split()[2].rstrip(":"))
+        assert Path(f"{mount}.tmps").read_text() == ""  # nothing half written left behind
+        assert Path(f"{mount}.rc2").read_text().strip() == "0", Path(f"{mount}.err2").read_text()
+        assert Path(f"{mount}.out2").read_bytes() == ref.stdout
+    assert any(name.endswith(".npy") for name in named), named  # numpy's writes among them
+    assert len({Path(name).parent.name for name in named}) >= 3, named  # several stages' writes
 
 
 def test_sigterm_stops_cleanly_and_closes_jsonl(big_corpus, tmp_path):

@@ -125,10 +125,13 @@ _OWN_TEMP = re.compile(rf"\.(?:{_OWN_NAME}|{re.escape(MANIFEST)}|{re.escape(SEAL
 
 
 def _os_error(path, e: OSError) -> WorkDirError:
-    if e.errno == errno.ENOSPC:
-        return WorkDirError(f"{path}: no space left on device; free space or choose another --workdir")
+    full = {errno.ENOSPC: "no space left on device", errno.EDQUOT: "disk quota exceeded"}.get(e.errno or 0)
+    if full is not None:
+        return WorkDirError(f"{path}: {full}; free space or choose another --workdir")
     if e.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
         return WorkDirError(f"{path}: work dir is not writable ({e.strerror}); choose another --workdir")
+    if e.errno is None:  # a library's OSError (a short write) has no strerror ("None"): say what it says
+        return WorkDirError(f"{path}: cannot write ({e}); check the work dir's disk or choose another --workdir")
     return WorkDirError(f"{path}: {e.strerror}")
 
 
@@ -626,8 +629,13 @@ class WorkDir:
 
     # ------------------------------------------------------------------------------------------------ files
     def save_array(self, path: Path, array: np.ndarray) -> None:
+        """array as np.save writes it, its data written by Python's file, not numpy's tofile: a write cut short by a
+        full disk then raises the OSError with its errno (ENOSPC), where tofile's said only "N requested and M
+        written"."""
+        array = np.ascontiguousarray(array)
         with atomic_file(path) as f:
-            np.save(f, np.ascontiguousarray(array), allow_pickle=False)
+            np.lib.format.write_array_header_1_0(f, np.lib.format.header_data_from_array_1_0(array))
+            f.write(array.data.cast("B") if array.size else b"")
 
     def link(self, source: Path, path: Path) -> None:
         """path becomes another name of the file source (a copy where the file system has no hard links), in one
