@@ -22,3 +22,7 @@ class ParameterError(NearDupError):
 class EngineError(NearDupError):
     """The engine that runs the tasks failed: a Dask scheduler or its workers cannot be reached or used, or lost
     work they could not redo; or a local worker process died."""
+
+
+class OutputError(NearDupError):
+    """The results cannot be written where they go (standard output on a full disk, a device error)."""

@@ -351,6 +351,33 @@ def test_a_really_full_disk_is_one_line_naming_the_file_and_the_next_run_resumes
     assert len({Path(name).parent.name for name in named}) >= 3, named  # several stages' writes
 
 
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full (Linux), a device that is always full")
+@pytest.mark.parametrize("args", [(), ("--format", "jsonl"), ("--format", "csv"), ("--format", "human"),
+                                  ("--print", "groups"), ("--print", "script"), ("--format", "fdupes")])
+def test_results_to_a_full_disk_are_one_error_line_and_an_index_reports_them_again(tmp_path, args):
+    """`neardup run docs > results.tsv` on a full disk: the results cannot be written, so the run must fail with
+    one line saying so (not status 0, not an internal error, no second message when the interpreter flushes stdout
+    at exit), and the pairs an --index run could not print are still new to the next --new-only run."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for path in SAMPLE.glob("*_original.txt"):
+        (docs / path.name).write_bytes(path.read_bytes())
+    index = tmp_path / "index"
+    assert neardup("run", docs, "--index", index, "-q").returncode == 0
+    for path in SAMPLE.glob("*_copy.txt"):
+        (docs / path.name).write_bytes(path.read_bytes())
+    with open("/dev/full", "w") as full:
+        r = subprocess.run([sys.executable, "-m", "nearDup", "run", str(docs), "--index", str(index), "--new-only",
+                            *args], stdout=full, stderr=subprocess.PIPE)
+    err = r.stderr.decode()
+    assert r.returncode == 2, err
+    assert err.splitlines()[-1].startswith("neardup: error: standard output: cannot write the results (No space "
+                                           "left on device)"), err
+    assert "Traceback" not in err and "Exception" not in err and "internal error" not in err, err
+    again = neardup("run", docs, "--index", index, "--new-only", "--format", "tsv")
+    assert again.returncode == 0 and again.stdout.count(b"_copy.txt\t") == 3, again.stdout  # the 3 copies' pairs
+
+
 def test_sigterm_stops_cleanly_and_closes_jsonl(big_corpus, tmp_path):
     w = tmp_path / "w"
     proc = subprocess.Popen([sys.executable, "-m", "nearDup", *_run_args(big_corpus, w), "--jobs", "1"],

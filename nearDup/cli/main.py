@@ -13,7 +13,7 @@ import click
 
 from .. import __version__
 from ..engine import local as local_engine
-from ..errors import NearDupError
+from ..errors import NearDupError, OutputError
 from ..pipeline.index import mark_reported
 from ..report.results import Results
 from ..text.read import finish_given_up_tasks
@@ -97,6 +97,8 @@ class NearDupGroup(click.Group):
                 traceback.print_exc()
             click.echo(f"neardup: error: {e}", err=True)
             code = e.exit_code
+            if isinstance(e, OutputError):  # what stdout still buffers would fail again at exit, in a 2nd message
+                _silence_stdout()
         except (BrokenPipeError, _ClosedPipe):  # the reader stopped reading (`| head`); the work is kept (_finish)
             _silence_stdout()
             code = CLOSED_PIPE

@@ -16,6 +16,8 @@ from collections.abc import Iterable
 from json.encoder import encode_basestring_ascii  # what json.dumps(a str) is
 from typing import TYPE_CHECKING
 
+from ..errors import OutputError
+
 if TYPE_CHECKING:
     from rich.console import Console
 
@@ -245,6 +247,33 @@ def _esc(text: str) -> str:
     return escape(visible(text))
 
 
+class _ResultsStream(io.TextIOWrapper):
+    """A write or flush of the results that fails (standard output redirected to a full disk: ENOSPC, EDQUOT,
+    EFBIG, EIO) raises OutputError, one line naming the cause, not an internal error; a closed pipe stays a
+    BrokenPipeError (the reader stopped reading, exit 141)."""
+
+    def write(self, text: str) -> int:
+        try:
+            return super().write(text)
+        except BrokenPipeError:
+            raise
+        except OSError as e:
+            raise _output_error(e) from None
+
+    def flush(self) -> None:
+        try:
+            super().flush()
+        except BrokenPipeError:
+            raise
+        except OSError as e:
+            raise _output_error(e) from None
+
+
+def _output_error(e: OSError) -> OutputError:
+    return OutputError(f"standard output: cannot write the results ({e.strerror or e}); the work is kept, so a run "
+                       f"that prints them somewhere else does not redo it")
+
+
 def text_stream(binary) -> io.TextIOWrapper:
-    """A text layer over a binary stream that writes surrogate escapes back as their bytes."""
-    return io.TextIOWrapper(binary, encoding="utf-8", errors="surrogateescape", newline="", write_through=True)
+    """A text layer over a binary stream that writes surrogate escapes back as their bytes (_ResultsStream)."""
+    return _ResultsStream(binary, encoding="utf-8", errors="surrogateescape", newline="", write_through=True)
