@@ -327,3 +327,22 @@ def test_a_file_that_a_listed_link_leads_to_is_not_removed(tmp_path):
     linked = script(tmp_path, "docs", "--follow-links", action="link")  # a link to b.txt then leads to a's text
     assert acts(linked) == 1 and run(linked).returncode == 0
     assert os.path.samefile(tmp_path / "docs" / "a.txt", tmp_path / "docs" / "c_link.txt")
+
+
+def test_an_index_new_only_script_acts_on_the_new_duplicates_of_old_keepers(tmp_path):
+    """`run --index IDX --new-only --print script` from cron: a group of a new document has old members (its
+    keeper was indexed by an earlier run), whose identity the script must still check before it acts."""
+    docs = tmp_path / "docs"
+    write(docs / "a.txt", A, age=1000)
+    write(docs / "c.txt", C, age=1000)
+    assert neardup("run", docs, "--index", tmp_path / "index", "-t", 0.5, "-q", cwd=tmp_path).returncode == 0
+    write(docs / "new" / "a-copy.txt", A, age=10)
+    write(docs / "new" / "c-edit.txt", C.replace(b" ", b" x ", 1), age=10)
+    before = tree(docs)
+    r = neardup("run", docs, "--index", tmp_path / "index", "--new-only", "-t", 0.5, "--print", "script",
+                cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    (tmp_path / "script.sh").write_bytes(r.stdout)
+    done = run(tmp_path / "script.sh")
+    assert done.returncode == 0, done.stderr
+    assert tree(docs) == {k: v for k, v in before.items() if not k.startswith("new/")}  # the two new copies only

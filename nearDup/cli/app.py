@@ -129,7 +129,8 @@ class App:
                 printer.groups(chosen.groups)
             elif what == "script":
                 assert chosen.groups is not None
-                docs = {d["id"]: d for d in results.docs()}
+                docs = {d["id"]: d for d in results.documents_of({m["id"] for g in chosen.groups
+                                                                  for m in g["members"]})}
                 printer.text(make_script(chosen.groups, docs, output.action, output.quarantine))
             else:
                 printer.paths(*chosen.paths(results))

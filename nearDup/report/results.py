@@ -35,6 +35,12 @@ class Results:
     # the estimated recall of the stored pairs (all of them, whatever is selected; RecallStats' JSON form); none
     # for saved pairs and queries, which have no S-curve behind them
     recall: dict | None = None
+    # the documents of these ids, whatever was selected (a script re-checks every member of its groups, and with
+    # --new-only a group of a new document has old ones too)
+    docs_of: Callable[[set[str]], list[dict]] | None = None
+
+    def documents_of(self, ids: set[str]) -> list[dict]:
+        return [d for d in self.docs() if d["id"] in ids] if self.docs_of is None else self.docs_of(ids)
 
     @classmethod
     def of_workdir(cls, runner: Runner, last: str, new_only: bool = False) -> Results:
@@ -54,7 +60,8 @@ class Results:
                    lambda: [d for d in load_docs(work).live() if involved((d["id"],))], runner.soft_errors,
                    resolved_params(work, last),
                    lambda member: int(sizes()[member["doc"]]),
-                   None if estimate is None else estimate.to_json())
+                   None if estimate is None else estimate.to_json(),
+                   lambda ids: [d for d in load_docs(work).live() if d["id"] in ids])
 
 
     @classmethod
