@@ -1,5 +1,7 @@
 """Domain errors. The CLI turns any NearDupError into one line on stderr and exit status 2."""
 
+import errno
+
 
 class NearDupError(Exception):
     """A problem the user can fix; the message says what happened and what to do."""
@@ -26,3 +28,8 @@ class EngineError(NearDupError):
 
 class OutputError(NearDupError):
     """The results cannot be written where they go (standard output on a full disk, a device error)."""
+
+
+def full_disk(e: OSError) -> str:
+    """What to do, for an output that a full disk or a quota stopped ('; ...'), else ''."""
+    return "; free space there or write it to another folder" if e.errno in (errno.ENOSPC, errno.EDQUOT) else ""

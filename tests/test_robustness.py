@@ -351,6 +351,53 @@ def test_a_really_full_disk_is_one_line_naming_the_file_and_the_next_run_resumes
     assert len({Path(name).parent.name for name in named}) >= 3, named  # several stages' writes
 
 
+# in a private mount namespace: a tmpfs of size $1 on $2, then from the checkout $3 the command that follows, its
+# status, stderr and what it left on the tmpfs written beside it
+_ON_TMPFS = ('mount -t tmpfs -o size="$1" none "$2" && m="$2" && cd "$3" && shift 3 && '
+             '{ "$@" > "$m.out" 2> "$m.err"; echo $? > "$m.rc"; ls -A "$m" > "$m.left"; }')
+
+
+@pytest.mark.parametrize("kind", ["files", "jsonl", "parquet", "report"])
+def test_outputs_written_to_a_full_disk_are_one_line_and_leave_nothing(tmp_path, kind):
+    """--write-deduped (a folder, JSONL shards, Parquet) and --report into a tmpfs too small for them: one line
+    naming the cause (a library's own write errors included), and nothing half written left where they go."""
+    flags = _tmpfs_flags(tmp_path / "probe")
+    if flags is None:
+        pytest.skip("needs unshare(1) with a user and mount namespace (or root) to fill a small tmpfs")
+    texts = {p.name: p.read_text() for p in sorted(SAMPLE.glob("*.txt"))}
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    mount = tmp_path / "full"
+    if kind == "jsonl":
+        docs = docs / "shard.jsonl"
+        docs.write_text("".join(json.dumps({"id": k, "text": v}) + "\n" for k, v in texts.items()))
+        source = ["--jsonl", docs]
+    elif kind == "parquet":
+        pa, pq = pytest.importorskip("pyarrow"), pytest.importorskip("pyarrow.parquet")
+        docs = docs / "part.parquet"
+        pq.write_table(pa.table({"id": list(texts), "text": list(texts.values())}), docs)
+        source = ["--parquet", docs]
+    else:
+        for name, text in texts.items():
+            (docs / name).write_text(text)
+        source = [docs]
+    inputs = tmp_path / "docs"
+    before = sorted((p.name, p.read_bytes()) for p in inputs.rglob("*") if p.is_file())
+    out = ["--report", mount / "report.html"] if kind == "report" else ["--write-deduped", mount / "out"]
+    mount.mkdir()
+    subprocess.run(["unshare", *flags, "sh", "-c", _ON_TMPFS, "sh", "8k", str(mount), str(REPO), sys.executable,
+                    "-m", "nearDup", "-w", str(tmp_path / "w"), "run", *map(str, source), *map(str, out), "-q"],
+                   check=True, timeout=300)
+    err = Path(f"{mount}.err").read_text()
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert Path(f"{mount}.rc").read_text().strip() == "2" and len(lines) == 1, err
+    assert lines[0].startswith("neardup: error: ") and "no space left on device" in lines[0].lower(), lines[0]
+    assert "None" not in lines[0] and f" {mount}/" in lines[0], lines[0]  # the file written, not an input
+    assert lines[0].endswith("; free space there or write it to another folder"), lines[0]
+    assert Path(f"{mount}.left").read_text() == ""  # neither the output nor its staging folder
+    assert sorted((p.name, p.read_bytes()) for p in inputs.rglob("*") if p.is_file()) == before
+
+
 @pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full (Linux), a device that is always full")
 @pytest.mark.parametrize("args", [(), ("--format", "jsonl"), ("--format", "csv"), ("--format", "human"),
                                   ("--print", "groups"), ("--print", "script"), ("--format", "fdupes")])

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable
 import numpy as np
 
 from ..config import DedupedParams
-from ..errors import InputError
+from ..errors import InputError, full_disk
 from ..pipeline.cluster import clusters, stored_similarity
 from ..pipeline.driver import require
 from ..pipeline.shingle import load_docs
@@ -142,7 +142,11 @@ def write(work: WorkDir, params: DedupedParams, log: Callable[[str], None]) -> W
         _replace(staging, out)
     except OSError as e:
         shutil.rmtree(staging, ignore_errors=True)
-        raise InputError(f"--write-deduped: cannot write {e.filename or out} ({e.strerror})") from None
+        if e.filename2 and not full_disk(e):  # a copy's error names both ends, and either may have failed
+            where = f"copy {e.filename} to {e.filename2}"
+        else:  # (a full disk stops the file written: a copy's second name)
+            where = f"write {e.filename2 or e.filename or out}"
+        raise InputError(f"--write-deduped: cannot {where} ({e.strerror or e}){full_disk(e)}") from None
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise

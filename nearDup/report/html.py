@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from ..config import ShingleParams
-from ..errors import NearDupError, WorkDirError
+from ..errors import NearDupError, WorkDirError, full_disk
 from ..kernels import sets
 from ..pipeline import compare
 from ..pipeline.copies import among, stored_entries, verified_entries
@@ -476,4 +476,4 @@ def write(data: ReportData, path: str) -> None:
         tmp.replace(target)
     except OSError as e:
         tmp.unlink(missing_ok=True)
-        raise NearDupError(f"--report {path}: cannot write ({e.strerror})") from None
+        raise NearDupError(f"--report {path}: cannot write ({e.strerror or e}){full_disk(e)}") from None
