@@ -13,6 +13,23 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLE = REPO / "sample_corpus"
+NO_TMPFS = "needs unshare(1) with a user and mount namespace (or root) to fill a small tmpfs"
+
+
+def tmpfs_flags(folder: Path) -> list[str] | None:
+    """The unshare(1) flags under which this user may mount a tmpfs of its own (a user and mount namespace; as
+    root, a mount namespace), or None: tests of a really full disk fill one."""
+    import subprocess
+
+    folder.mkdir(exist_ok=True)
+    for flags in (["-rm"], ["-m"]):
+        try:
+            if subprocess.run(["unshare", *flags, "mount", "-t", "tmpfs", "-o", "size=64k", "none", str(folder)],
+                              capture_output=True, timeout=30).returncode == 0:
+                return flags
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+    return None
 
 
 def reference_shingles(text: str, unit: str = "word", k: int = 5) -> set:

@@ -18,7 +18,7 @@ from click.testing import CliRunner
 
 from nearDup.cli import cli
 
-from conftest import brute_force_pairs, generate_corpus
+from conftest import NO_TMPFS, REPO, brute_force_pairs, generate_corpus, tmpfs_flags
 
 RUN = ["--partition-docs", "25", "-t", "0.5"]
 
@@ -213,6 +213,50 @@ def test_a_killed_incremental_run_leaves_the_index_as_it_was(tmp_path):
     resumed = neardup(*args)
     assert resumed.returncode == 0, resumed.stderr
     assert resumed.stdout == timing.stdout
+
+
+# in a private mount namespace, on a tmpfs at $1 (python $2, the checkout $3, documents $4, more documents $5,
+# slack $6 KiB): an index of $4, then $5 added and the tmpfs shrunk to what it holds plus the slack, the run that
+# fills it, and the run after the tmpfs is grown again; statuses, stderr, manifests and stdout beside $1
+_INDEX_FILLS_DISK = ('mount -t tmpfs -o size=64m none "$1" && cd "$3" && m="$1" && '
+                     '{ "$2" -m nearDup run "$4" --index "$m/i" -t 0.5 -q; echo $? > "$m.rc0"; '
+                     'cp "$m/i/manifest.json" "$m.manifest0"; cp -R "$5"/. "$4"/; '
+                     'mount -o remount,size=$(( $(df -k --output=used "$m" | tail -1) + $6 ))k "$m"; '
+                     '"$2" -m nearDup run "$4" --index "$m/i" -t 0.5 -q 2> "$m.err1"; echo $? > "$m.rc1"; '
+                     'cp "$m/i/manifest.json" "$m.manifest1"; find "$m/i" -name "*.tmp" > "$m.tmps"; '
+                     'mount -o remount,size=64m "$m"; '
+                     '"$2" -m nearDup run "$4" --index "$m/i" -t 0.5 > "$m.out2" 2> "$m.err2"; echo $? > "$m.rc2"; }')
+
+
+@pytest.mark.parametrize("slack", [8, 48, 160])
+def test_a_disk_that_fills_up_mid_run_leaves_the_index_as_it_was(tmp_path, slack):
+    """A real full disk (a tmpfs shrunk to what the index holds plus `slack` KiB) in the middle of an incremental
+    run: one line naming the cause, the index exactly as before the run (its manifest) with no temporary file, and
+    once there is room the next run prints what a run from scratch over every document prints."""
+    flags = tmpfs_flags(tmp_path / "probe")
+    if flags is None:
+        pytest.skip(NO_TMPFS)
+    folder, extra = tmp_path / "docs", tmp_path / "extra"
+    generate_corpus(folder, n_base=60, seed=21)
+    for name in sorted(os.listdir(folder))[:40]:  # new documents, a few of them near-duplicates of indexed ones
+        (extra / name.replace("doc", "new")).parent.mkdir(exist_ok=True)
+        (extra / name.replace("doc", "new")).write_text((folder / name).read_text() + " added later")
+    mount = tmp_path / "m"
+    mount.mkdir()
+    subprocess.run(["unshare", *flags, "sh", "-c", _INDEX_FILLS_DISK, "sh", str(mount), sys.executable, str(REPO),
+                    str(folder), str(extra), str(slack)], check=True, timeout=300)
+
+    def read(suffix: str) -> bytes:
+        return Path(f"{mount}.{suffix}").read_bytes()
+
+    assert read("rc0").strip() == b"0"
+    err = read("err1").decode()
+    assert read("rc1").strip() == b"2" and len(err.splitlines()) == 1, err
+    assert "no space left on device; free space or choose another --workdir" in err, err
+    assert read("manifest1") == read("manifest0") and read("tmps") == b""
+    assert read("rc2").strip() == b"0", read("err2")
+    scratch = neardup("run", folder, "-w", tmp_path / "scratch", "-t", 0.5)
+    assert scratch.returncode == 0 and read("out2") == scratch.stdout and scratch.stdout.count(b"\n") >= 40
 
 
 def test_a_reader_that_stops_early_does_not_cost_the_index_its_run(tmp_path):

@@ -22,7 +22,17 @@ from nearDup.store import workdir
 from nearDup.store.workdir import WorkDir
 from nearDup.text import inputs, normalise, read
 
-from conftest import REPO, SAMPLE, brute_force_pairs, generate_corpus, reference_shingles, refuse_open, stage_output
+from conftest import (
+    NO_TMPFS,
+    REPO,
+    SAMPLE,
+    brute_force_pairs,
+    generate_corpus,
+    reference_shingles,
+    refuse_open,
+    stage_output,
+    tmpfs_flags,
+)
 
 TEXT = (SAMPLE / "lighthouses_original.txt").read_text()
 
@@ -299,20 +309,6 @@ def test_disk_full_or_read_only_leaves_nothing_half_written(tmp_path, monkeypatc
     assert invoke("-w", w, "run", SAMPLE).exit_code == 0  # and the next run recovers
 
 
-def _tmpfs_flags(folder: Path) -> list[str] | None:
-    """The unshare(1) flags under which this user may mount a tmpfs of its own (a user and mount namespace; as
-    root, a mount namespace), or None."""
-    folder.mkdir(exist_ok=True)
-    for flags in (["-rm"], ["-m"]):
-        try:
-            if subprocess.run(["unshare", *flags, "mount", "-t", "tmpfs", "-o", "size=64k", "none", str(folder)],
-                              capture_output=True, timeout=30).returncode == 0:
-                return flags
-        except (OSError, subprocess.TimeoutExpired):
-            return None
-    return None
-
-
 # in a private mount namespace: a tmpfs of size $1 on $2, a run into it from the checkout $3 (python $4, documents
 # $5), what it left, then the same tmpfs grown and the run again
 _FULL_DISK = ('mount -t tmpfs -o size="$1" none "$2" && cd "$3" && { "$4" -m nearDup -w "$2/w" run "$5" -q > "$2.out1" '
@@ -326,9 +322,9 @@ def test_a_really_full_disk_is_one_line_naming_the_file_and_the_next_run_resumes
     array, a done marker, the manifest). Each size must fail with one line naming the file and what to do (numpy's
     own writes once said only "None"), leave no temporary file, and the run after space was freed must print what a
     run on a roomy disk prints."""
-    flags = _tmpfs_flags(tmp_path / "probe")
+    flags = tmpfs_flags(tmp_path / "probe")
     if flags is None:
-        pytest.skip("needs unshare(1) with a user and mount namespace (or root) to fill a small tmpfs")
+        pytest.skip(NO_TMPFS)
     ref = neardup("-w", tmp_path / "ref", "run", SAMPLE)
     assert ref.returncode == 0
     needed = sum(-(-p.stat().st_size // 4096) * 4096 for p in (tmp_path / "ref").rglob("*") if p.is_file())
@@ -361,9 +357,9 @@ _ON_TMPFS = ('mount -t tmpfs -o size="$1" none "$2" && m="$2" && cd "$3" && shif
 def test_outputs_written_to_a_full_disk_are_one_line_and_leave_nothing(tmp_path, kind):
     """--write-deduped (a folder, JSONL shards, Parquet) and --report into a tmpfs too small for them: one line
     naming the cause (a library's own write errors included), and nothing half written left where they go."""
-    flags = _tmpfs_flags(tmp_path / "probe")
+    flags = tmpfs_flags(tmp_path / "probe")
     if flags is None:
-        pytest.skip("needs unshare(1) with a user and mount namespace (or root) to fill a small tmpfs")
+        pytest.skip(NO_TMPFS)
     texts = {p.name: p.read_text() for p in sorted(SAMPLE.glob("*.txt"))}
     docs = tmp_path / "docs"
     docs.mkdir()
