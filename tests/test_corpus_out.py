@@ -230,6 +230,40 @@ def test_a_bad_output_folder_is_refused_in_one_line_before_any_work(tmp_path):
     assert r.exit_code != 0 and "move" in r.stderr
 
 
+# in a private mount namespace, from $1: the folder $2 also mounted at view (a bind mount), then `neardup $@`
+_BIND = ('cd "$1" && mount --bind "$2" view && shift 2 && "$PY" -m nearDup "$@" > out.txt 2> err.txt; '
+         'echo $? > rc.txt')
+
+
+@pytest.mark.parametrize("args", [
+    ["docs", "run", "docs", "--write-deduped", "view/deduped"],  # the output inside the input, by another path
+    ["docs", "run", "view", "--write-deduped", "docs/deduped"],
+    ["empty", "-w", "view/w", "run", "other", "--write-deduped", "empty"],  # the work dir inside the output
+])
+def test_one_folder_by_two_paths_is_refused_as_an_output(tmp_path, args):
+    """The output folder inside an input, or holding the work dir, where the two are one folder mounted at two
+    places (a bind mount, a container's volume): resolved paths differ, device and inode do not. Written, the
+    deduplicated corpus would land among the inputs, and the next run would find every kept file twice."""
+    from conftest import NO_TMPFS, REPO, tmpfs_flags
+
+    flags = tmpfs_flags(tmp_path / "probe")
+    if flags is None:
+        pytest.skip(NO_TMPFS)
+    generate_corpus(tmp_path / "docs", n_base=6, seed=2)
+    generate_corpus(tmp_path / "other", n_base=6, seed=3)
+    (tmp_path / "view").mkdir()
+    (tmp_path / "empty").mkdir()
+    before = snapshot(tmp_path / "docs")
+    env = {**os.environ, "PY": sys.executable, "PYTHONPATH": str(REPO)}
+    subprocess.run(["unshare", *flags, "sh", "-c", _BIND, "sh", str(tmp_path), *args], env=env, timeout=300,
+                   check=True)
+    err = (tmp_path / "err.txt").read_text()
+    assert (tmp_path / "rc.txt").read_text().strip() == "2" and len(err.splitlines()) == 1, err
+    assert err.startswith("neardup: error: --write-deduped: ") and ("input" in err or "work dir" in err), err
+    assert snapshot(tmp_path / "docs") == before  # nothing written into it
+    assert not (tmp_path / "empty" / "removed.jsonl").exists()
+
+
 def test_an_index_keeps_what_it_held_and_names_the_old_ids(tmp_path):
     old = records(60, seed=6, prefix="old")
     pool = [r["text"].split() for r in old]

@@ -346,18 +346,38 @@ def under(roots: Sequence[str], base: str = "") -> Callable[[str], bool]:
     """A test of whether a path is one of roots or lies below one (relative paths and roots taken from base),
     comparing resolved paths, never the spelling: ./master, docs/master/ and /abs/docs/master are one folder,
     wherever it sits among the arguments. A path counts as below a root if it is with its folders resolved (a
-    link inside the root) or as the file it resolves to (a link from outside to a file inside the root)."""
+    link inside the root) or as the file it resolves to (a link from outside to a file inside the root). Paths
+    can also differ where the folders are one: a bind mount, or a share mounted twice, shows a folder at two
+    places. So a path also counts as below a root where it, or a folder above it, has the device and inode of a
+    root (one stat a folder, each folder once)."""
     resolved = {os.path.realpath(os.path.join(base, r)) for r in roots}
     prefixes = tuple(r.rstrip("/") + "/" for r in resolved)
     real_folder = functools.lru_cache(maxsize=4096)(os.path.realpath)  # the documents of a group share folders
+    identities = set()
+    for root in resolved:
+        with contextlib.suppress(OSError):
+            st = os.stat(root)
+            identities.add((st.st_dev, st.st_ino))
+
+    @functools.lru_cache(maxsize=4096)
+    def within(real: str) -> bool:  # real, or a folder above it, is a root by device and inode
+        try:
+            st = os.stat(real)
+            if (st.st_dev, st.st_ino) in identities:
+                return True
+        except OSError:  # (not there yet: an output folder to be made)
+            pass
+        parent = os.path.dirname(real)
+        return parent != real and within(parent)
 
     def test(path: str) -> bool:
         if not resolved:
             return False
         full = os.path.join(base, path)
         head, tail = os.path.split(full)
-        return any(p in resolved or p.startswith(prefixes)
-                   for p in (os.path.join(real_folder(head), tail), os.path.realpath(full)))
+        spelled = (os.path.join(real_folder(head), tail), os.path.realpath(full))
+        return any(p in resolved or p.startswith(prefixes) for p in spelled) or \
+            (bool(identities) and any(within(p) for p in spelled))
     return test
 
 
