@@ -143,6 +143,36 @@ def test_reference_inside_an_input_folder_is_kept_in_any_order(tmp_path, args):
     assert tree(tmp_path / "docs") == {"master/gold.txt": A, "other.txt": B}
 
 
+# in a private mount namespace: docs/master also at docs/alias (a bind mount); the script of `run $@` (from the
+# scan's folder $1), then that script run by sh from $1/elsewhere, while the alias is still there
+_BIND = ('cd "$1" && mount --bind docs/master docs/alias && shift && '
+         '"$PY" -m nearDup -w work run "$@" --print script > script.sh 2> scan.err && echo scanned > scan.ok && '
+         'mkdir -p elsewhere && cd elsewhere && sh ../script.sh > ../act.out 2> ../act.err')
+
+
+@pytest.mark.parametrize("args", [
+    ["docs/alias", "docs/other", "--reference", "docs/master"],
+    ["docs/master", "docs/other", "--reference", "docs/alias"],
+])
+def test_a_reference_folder_reached_through_a_bind_mount_is_still_a_reference(tmp_path, args):
+    """The reference folder given by one path and its documents found by another, one folder mounted at two
+    places (a bind mount, a container's volume): resolving paths cannot tell, device and inode can. The copy in
+    the reference folder is newer, so were it not a reference it would be the one removed."""
+    from conftest import NO_TMPFS, tmpfs_flags
+
+    flags = tmpfs_flags(tmp_path / "probe")
+    if flags is None:
+        pytest.skip(NO_TMPFS)
+    write(tmp_path / "docs" / "master" / "gold.txt", A, age=10)
+    write(tmp_path / "docs" / "other" / "copy.txt", A, age=1000)  # older: the keeper, were gold not a reference
+    (tmp_path / "docs" / "alias").mkdir()
+    env = {**os.environ, "PY": sys.executable, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    subprocess.run(["unshare", *flags, "sh", "-c", _BIND, "sh", str(tmp_path), *args], env=env, timeout=300)
+    assert (tmp_path / "scan.ok").exists(), (tmp_path / "scan.err").read_text()
+    assert b"rm -f" in (tmp_path / "script.sh").read_bytes() or b"act " in (tmp_path / "script.sh").read_bytes()
+    assert tree(tmp_path / "docs") == {"master/gold.txt": A}, (tmp_path / "act.out").read_text()
+
+
 def test_replay_sees_a_reference_however_it_is_spelled(tmp_path):
     write(tmp_path / "docs" / "copy.txt", A, age=1000)
     write(tmp_path / "docs" / "master" / "gold.txt", A, age=10)
