@@ -357,6 +357,35 @@ def test_deduped_parquet_is_the_input_minus_the_printed_dupes(tmp_path):
     assert pairs.stdout == invoke("-w", tmp_path / "wj", "run", "--jsonl", jsonl, *RUN).stdout != ""
 
 
+def test_parquet_columns_of_bytes_read_as_their_text(tmp_path):
+    """Some writers store strings as plain BYTE_ARRAY, without the UTF8 annotation (binary in Arrow): the rows then
+    came out as bytes, every one a "non-string text" skipped, and the run ended with no document. They are read as
+    a file's bytes are (UTF-8, invalid bytes replaced, a NUL byte: binary, skipped), ids as file names are, so the
+    file gives the pairs, dupes and deduplicated rows of the same file with string columns; and a file whose every
+    row is skipped says why in its one line."""
+    pa, pq = pytest.importorskip("pyarrow"), pytest.importorskip("pyarrow.parquet")
+    data = records(60, seed=17)
+    ids, texts = [r["id"] for r in data], [r["text"] for r in data]
+    pq.write_table(pa.table({"id": ids, "text": texts}), tmp_path / "str.parquet")
+    pq.write_table(pa.table({"id": pa.array([i.encode() for i in ids], pa.binary()),
+                             "text": pa.array([t.encode() for t in texts], pa.binary())}), tmp_path / "bin.parquet")
+    got = {}
+    for kind in ("str", "bin"):
+        r = invoke("-w", tmp_path / f"w-{kind}", "run", tmp_path / f"{kind}.parquet", *RUN, "--write-deduped",
+                   tmp_path / f"out-{kind}", "--print", "dupes")
+        assert r.exit_code == 0, r.stderr
+        kept = pq.ParquetFile(tmp_path / f"out-{kind}" / f"{kind}.parquet").read().column("id").to_pylist()
+        got[kind] = (r.stdout, [k.decode() if isinstance(k, bytes) else k for k in kept])
+    assert got["bin"] == got["str"] and got["str"][0] != ""
+    assert set(got["str"][1]) == set(ids) - set(got["str"][0].split())
+    pq.write_table(pa.table({"id": ["a", "b"], "text": pa.array([b"x\0y", b"\0"], pa.binary())}),
+                   tmp_path / "nul.parquet")
+    r = invoke("-w", tmp_path / "w-nul", "run", tmp_path / "nul.parquet")
+    assert r.exit_code == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert "no readable text documents" in r.stderr and "2 bad records skipped, the first: " in r.stderr
+    assert "row 1: binary data (a NUL byte) in text column 'text'" in r.stderr
+
+
 def test_parquet_by_extension_and_its_one_line_errors(tmp_path, monkeypatch):
     pytest.importorskip("pyarrow.parquet")
     (path,) = write_dataset(tmp_path, records(30, seed=12), [])

@@ -487,8 +487,10 @@ def _check_documents(runner: Runner, record: ShingleRecord, params: ShingleParam
             raise InputError(f"{where}: no record has the field {field!r} ({option}); the first record's fields are "
                              f"{', '.join(map(repr, fields or ())) or 'none'}: pass {option} with one of them")
     if not stats.docs:
+        bad = stats.count("bad_lines")  # every record without a usable id or a string text: say why, once
+        why = f"; {plural(bad, 'bad record')} skipped, the first: {(stats.messages or ['?'])[0]}" if bad else ""
         raise InputError(f"{where}: no readable text documents (binary: {stats.count('binary')}, unreadable: "
-                         f"{stats.count('unreadable') + stats.count('vanished')})")
+                         f"{stats.count('unreadable') + stats.count('vanished')}){why}")
     if "short" in stats.rest and stats.docs == stats.count("short"):
         raise InputError(f"{where}: no document is long enough for one {params.k}-{params.unit} shingle; "
                          f"lower -k or use --unit char")
@@ -512,13 +514,14 @@ def _check_documents(runner: Runner, record: ShingleRecord, params: ShingleParam
 def _shingle_summary(record: ShingleRecord) -> str:
     s = record.stats
     shingle = f"{record.params.k}-{record.params.unit} shingle"
+    bad = "bad Parquet row" if record.source.parquet else "bad JSONL line"
     text = (f"{plural(s.docs, 'document')}, {s.bytes / 1e6:.1f} MB, {plural(s.shingles, shingle)} in "
             f"{plural(len(record.shard_keys), 'partition')}")
     notes = [text for k, text in (
         ("short", f"{s.count('short')} too short for one shingle (kept, never paired)"),
         ("binary", f"{plural(s.count('binary'), 'binary file')} skipped"),
         ("replaced", f"{s.count('replaced')} with invalid UTF-8 replaced"),
-        ("bad_lines", f"{plural(s.count('bad_lines'), 'bad JSONL line')} skipped")) if s.count(k)]
+        ("bad_lines", f"{plural(s.count('bad_lines'), bad)} skipped")) if s.count(k)]
     notes += format_notes(s.rest)
     notes += [f"{plural(n, *SKIPPED_NOUNS.get(kind, (kind,)))} skipped{SKIPPED_WHY.get(kind, '')}"
               for kind, n in (s.skipped or {}).items() if n]

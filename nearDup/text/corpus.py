@@ -119,8 +119,10 @@ def record_id(line: bytes, id_field: str) -> str | None:
 
 
 def usable_id(value) -> str | None:
-    """The id of a document whose id field or column holds value (its str), as read.read_documents names it; None
-    for none, an object or a list."""
+    """The id of a document whose id field or column holds value (its str; bytes, a Parquet column without the UTF8
+    annotation, decoded as file names are), as read.read_documents names it; None for none, an object or a list."""
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "surrogateescape")
     return None if value is None or isinstance(value, (dict, list)) else str(value)
 
 

@@ -296,12 +296,19 @@ def _record(item: Item, where: str, value, text, what: str, params: SourceParams
     if doc_id is None:
         _bad_line(problems, params, f"{where}: no usable id {what} {params.id_field!r}")
         return None
+    replaced = False
+    if isinstance(text, bytes):  # a Parquet column of bytes (BYTE_ARRAY without the UTF8 annotation): as a file's
+        decoded = decode(text)
+        if decoded is None:
+            _bad_line(problems, params, f"{where}: binary data (a NUL byte) in text {what} {params.text_field!r}")
+            return None
+        text, replaced = decoded
     if not isinstance(text, str):
         missing = "no" if text is None else "a non-string"
         _bad_line(problems, params, f"{where}: {missing} text {what} {params.text_field!r}")
         return None
     raw = text.encode("utf-8", "surrogatepass")
-    return Document(doc_id, text, len(raw), item.mtime_ns, content_hash(raw), False)
+    return Document(doc_id, text, len(raw), item.mtime_ns, content_hash(raw), replaced)
 
 
 def first_record_fields(item: Item) -> list[str] | None:
