@@ -386,6 +386,31 @@ def test_parquet_columns_of_bytes_read_as_their_text(tmp_path):
     assert "row 1: binary data (a NUL byte) in text column 'text'" in r.stderr
 
 
+def test_a_parquet_file_that_is_not_one_or_is_damaged_is_one_line_naming_it(tmp_path):
+    """pyarrow raises ArrowInvalid (a ValueError) for a file without Parquet's footer and for a page that does not
+    decompress: both ended in "internal error: ArrowInvalid". A file that is not Parquet, one cut short, and one
+    with a damaged row group each fail in one line naming the file (and the row group)."""
+    pa, pq = pytest.importorskip("pyarrow"), pytest.importorskip("pyarrow.parquet")
+    data = records(200, seed=18)
+    good = tmp_path / "good.parquet"
+    pq.write_table(pa.table({"id": [r["id"] for r in data], "text": [r["text"] for r in data]}), good,
+                   row_group_size=100, compression="snappy")
+    raw = good.read_bytes()
+    (tmp_path / "text.parquet").write_text('{"id": "a", "text": "not parquet"}\n')
+    (tmp_path / "cut.parquet").write_bytes(raw[:len(raw) // 2])
+    damaged = bytearray(raw)
+    for i in range(200, 2000):  # inside the first row group's pages, the footer intact
+        damaged[i] = (damaged[i] * 7 + 13) & 255
+    (tmp_path / "damaged.parquet").write_bytes(bytes(damaged))
+    for name, says in [("text", "not a Parquet file, or a damaged one"), ("cut", "not a Parquet file, or a damaged "
+                       "one"), ("damaged", "row group 0: damaged")]:
+        path = tmp_path / f"{name}.parquet"
+        r = invoke("-w", tmp_path / f"w-{name}", "run", path, *RUN)
+        assert r.exit_code == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+        assert r.stderr.startswith(f"neardup: error: {path}: {says} (") and "internal" not in r.stderr, r.stderr
+        assert r.stderr.strip().endswith("check the file or leave it out"), r.stderr
+
+
 def test_parquet_by_extension_and_its_one_line_errors(tmp_path, monkeypatch):
     pytest.importorskip("pyarrow.parquet")
     (path,) = write_dataset(tmp_path, records(30, seed=12), [])

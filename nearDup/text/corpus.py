@@ -144,14 +144,25 @@ def copy_jsonl(source: str, out: IO[bytes], drop: Callable[[str], bool], id_fiel
 
 # ------------------------------------------------------------------------------------------------ Parquet
 
+@contextlib.contextmanager
+def _parquet_errors(path: str, where: str = ""):
+    """pyarrow's errors reading path as one-line InputErrors: a file that is not Parquet, or damaged (its footer
+    or a page: ArrowInvalid, a ValueError, or an OSError without errno), or an OSError of the system."""
+    pa = importlib.import_module("pyarrow")
+    try:
+        yield
+    except (OSError, pa.ArrowException) as e:
+        if isinstance(e, OSError) and e.errno is not None:
+            raise InputError(f"{path}: {where}cannot read ({e.strerror})") from None
+        what = "not a Parquet file, or a damaged one" if not where else "damaged"
+        raise InputError(f"{path}: {where}{what} ({str(e).splitlines()[0]}); check the file or leave it "
+                         f"out") from None
+
+
 def _parquet_file(path: str):
     pq = pyarrow_parquet(path)
-    try:
+    with _parquet_errors(path):
         return pq.ParquetFile(path)
-    except OSError as e:
-        if e.errno is not None:
-            raise InputError(f"{path}: cannot read ({e.strerror})") from None
-        raise InputError(f"{path}: not a Parquet file ({str(e).splitlines()[0]})") from None
 
 
 def parquet_row_groups(path: str) -> list[int]:
@@ -174,7 +185,8 @@ def parquet_rows(path: str, start: int, end: int, columns: tuple[str, ...]) -> I
     for g, rows in enumerate(parquet_row_groups(path)):
         lo, hi = max(start, first), min(end, first + rows)
         if lo < hi:
-            table = f.read_row_group(g, columns=list(columns)).slice(lo - first, hi - lo)
+            with _parquet_errors(path, f"row group {g}: "):
+                table = f.read_row_group(g, columns=list(columns)).slice(lo - first, hi - lo)
             yield from zip(*(table.column(c).to_pylist() for c in columns))
         first += rows
         if first >= end:
@@ -196,7 +208,8 @@ def copy_parquet(source: str, target: str, drop: Callable[[str], bool], id_field
     with pyarrow_parquet(source).ParquetWriter(target, f.schema_arrow,
                                                compression="none" if codec == "uncompressed" else codec) as w:
         for g in range(metadata.num_row_groups):
-            table = f.read_row_group(g)
+            with _parquet_errors(source, f"row group {g}: "):
+                table = f.read_row_group(g)
             keep = [(i := usable_id(v)) is None or not drop(i) for v in table.column(id_field).to_pylist()]
             n = sum(keep)
             kept, dropped = kept + n, dropped + len(keep) - n
