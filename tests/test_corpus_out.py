@@ -386,6 +386,47 @@ def test_parquet_columns_of_bytes_read_as_their_text(tmp_path):
     assert "row 1: binary data (a NUL byte) in text column 'text'" in r.stderr
 
 
+def test_a_parquet_row_group_of_many_partitions_is_read_from_a_split_copy(tmp_path):
+    """pyarrow reads a row group whole, so each of the tasks of one large row group read all of it (a row group of
+    100,000 records: 9.1 CPU s against 2.9 for the same rows in row groups of 4,000). A file with a row group of
+    more than 4 partitions is read from a copy of its id and text columns cut into row groups of one partition
+    each (inputs/ of the work dir): the same items, ids and pairs as the file cut so by its writer, and as JSONL;
+    --write-deduped still copies the original's rows and row groups; an index adding such a file gives what a run
+    from scratch gives."""
+    pa, pq = pytest.importorskip("pyarrow"), pytest.importorskip("pyarrow.parquet")
+    data = records(130, seed=19)
+    table = pa.table({"id": [r["id"] for r in data], "text": [r["text"] for r in data],
+                      "extra": list(range(len(data)))})
+    pq.write_table(table.slice(0, 100), tmp_path / "one.parquet", row_group_size=97)  # 97 + 3 rows
+    pq.write_table(table.slice(0, 100), tmp_path / "cut.parquet", row_group_size=5)
+    jsonl = tmp_path / "same.jsonl"
+    jsonl.write_text("".join(json.dumps({"id": r["id"], "text": r["text"]}) + "\n" for r in data[:100]))
+    args = ["-t", "0.5", "--partition-docs", "5"]
+    one = invoke("-w", tmp_path / "w1", "run", tmp_path / "one.parquet", *args, "--write-deduped", tmp_path / "o1",
+                 "--print", "dupes")
+    cut = invoke("-w", tmp_path / "w2", "run", tmp_path / "cut.parquet", *args)
+    assert one.exit_code == 0 and cut.exit_code == 0, one.stderr + cut.stderr
+    assert invoke("-w", tmp_path / "w3", "run", jsonl, "--jsonl", *args, "--print", "dupes").stdout == one.stdout != ""
+    assert invoke("-w", tmp_path / "w1", "run", tmp_path / "one.parquet", *args).stdout == cut.stdout != ""
+    (split,) = (tmp_path / "w1" / "inputs").iterdir()
+    meta = pq.ParquetFile(split).metadata
+    assert [meta.row_group(g).num_rows for g in range(meta.num_row_groups)] == [5] * 19 + [2, 3]  # as the items
+    assert pq.ParquetFile(split).schema_arrow.names == ["id", "text"]
+    assert not list((tmp_path / "w2").glob("inputs/*"))  # row groups of one partition: read as they are
+    written = pq.ParquetFile(tmp_path / "o1" / "one.parquet")  # the original's columns and row groups
+    assert written.schema_arrow.names == ["id", "text", "extra"] and written.metadata.num_row_groups == 2
+    dupes = set(one.stdout.split())
+    assert written.read().column("id").to_pylist() == [r["id"] for r in data[:100] if r["id"] not in dupes]
+    # an index: the large file first, then another one added
+    pq.write_table(table.slice(100), tmp_path / "two.parquet", row_group_size=30)
+    index = tmp_path / "index"
+    assert invoke("run", tmp_path / "one.parquet", "--index", index, *args).exit_code == 0
+    both = [tmp_path / "one.parquet", tmp_path / "two.parquet"]
+    added = invoke("run", *both, "--index", index, *args)
+    scratch = invoke("-w", tmp_path / "w4", "run", *both, *args)
+    assert added.exit_code == 0 and added.stdout == scratch.stdout != ""
+
+
 def test_a_parquet_file_that_is_not_one_or_is_damaged_is_one_line_naming_it(tmp_path):
     """pyarrow raises ArrowInvalid (a ValueError) for a file without Parquet's footer and for a page that does not
     decompress: both ended in "internal error: ArrowInvalid". A file that is not Parquet, one cut short, and one

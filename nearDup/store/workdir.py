@@ -102,7 +102,7 @@ import numpy as np
 
 from .. import __version__
 from ..errors import WorkDirError
-from ..text.corpus import COMPRESSIONS, copy_decompressed
+from ..text.corpus import COMPRESSIONS, copy_decompressed, split_parquet
 from .manifest import STAGES, Manifest, StageRecord, load
 
 # json.dumps(record, ensure_ascii=False, sort_keys=True), without building an encoder for every record
@@ -798,13 +798,24 @@ class WorkDir:
         files = {s: self.part(stage, index, s).stat().st_size for s in suffixes}
         self.save_json(self.part(stage, index, "done.json"), {"key": key, "files": files, **stats})
 
-    def spool(self, name: str, stream, encoding: str | None = None) -> str:
+    def spool(self, name: str, stream, encoding: str | None = None,
+              parquet: tuple[tuple[str, ...], int] | None = None) -> str:
         """Copy JSONL from stdin or a compressed file (.gz, .zst, .bz2, .xz: text.corpus) to inputs/, once per
         content (stdin) or file version (compressed), decompressed.
         encoding: the file name is in UTF-16 or UTF-32 (with a BOM): copy it as UTF-8 (JSONL items are cut at
-        newline bytes), once per file version; a file already in inputs/ is replaced by its UTF-8 copy."""
+        newline bytes), once per file version; a file already in inputs/ is replaced by its UTF-8 copy.
+        parquet: (columns, rows): copy those columns of the Parquet file name in row groups of that many rows
+        (text.corpus.split_parquet), once per file version."""
         folder = self.root / "inputs"
         folder.mkdir(exist_ok=True)
+        if parquet is not None:
+            columns, rows = parquet
+            st = os.stat(name)
+            target = folder / f"{Path(name).name}.{st.st_dev}-{st.st_ino}.{st.st_size}.{st.st_mtime_ns}.{rows}"
+            if not target.exists():
+                with atomic_file(target) as out:
+                    split_parquet(name, out, columns, rows)
+            return str(target)
         if encoding is not None:
             st = os.stat(name)
             spooled = Path(name).parent == folder

@@ -280,7 +280,7 @@ def list_items(args: list[str], params: SourceParams, stdin=None, spool: Callabl
     every = len(expanded) > 1 or params.follow_links
     for arg in expanded:
         if params.parquet:
-            found.extend(_parquet_items(arg, params))
+            found.extend(_parquet_items(arg, params, spool))
             continue
         if params.jsonl:
             found.extend(_jsonl_items(arg, params, stdin, spool, cuts, made))
@@ -671,19 +671,31 @@ def parquet_files(arg: str) -> list[str]:
     return files
 
 
-def _parquet_items(arg: str, params: SourceParams) -> Iterator[Item]:
+SPLIT_ROW_GROUPS = 4  # a Parquet file with a row group of more than this many partitions is read from a split copy
+
+
+def _parquet_items(arg: str, params: SourceParams, spool: Callable | None = None) -> Iterator[Item]:
     """Row ranges of a Parquet file, or of each .parquet file below a dataset folder (in path order), each within
-    one row group and at most partition_docs rows: a task reads only its row groups' id and text columns."""
+    one row group and at most partition_docs rows: a task reads only its row groups' id and text columns.
+
+    pyarrow reads a row group whole, so a file whose row groups hold many partitions (pandas and pyarrow write up
+    to a million rows in one) had each task read its whole row group: quadratic in its size. Such a file is read
+    from a copy of its id and text columns in the work dir (spool: corpus.split_parquet), one row group a range;
+    the items, their ids and the rows' identity (the file's stat) stay the original's."""
     for path in parquet_files(arg):
         try:
             st = os.stat(path)
         except OSError as e:
             raise InputError(f"{path}: cannot read ({e.strerror})") from None
+        groups = parquet_row_groups(path)
+        read = path
+        if spool is not None and max(groups, default=0) > SPLIT_ROW_GROUPS * params.partition_docs:
+            read = spool(path, None, parquet=((params.id_field, params.text_field), params.partition_docs))
         row = 0
-        for rows in parquet_row_groups(path):
+        for rows in groups:
             for start in range(row, row + rows, params.partition_docs):
                 end = min(start + params.partition_docs, row + rows)
-                yield Item("parquet", path, f"{path}:{start + 1:012d}", st.st_size, st.st_mtime_ns, start, end,
+                yield Item("parquet", read, f"{path}:{start + 1:012d}", st.st_size, st.st_mtime_ns, start, end,
                            start + 1, st.st_ino)
             row += rows
 
