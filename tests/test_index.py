@@ -259,6 +259,37 @@ def test_a_disk_that_fills_up_mid_run_leaves_the_index_as_it_was(tmp_path, slack
     assert scratch.returncode == 0 and read("out2") == scratch.stdout and scratch.stdout.count(b"\n") >= 40
 
 
+def test_an_index_keeps_one_copy_of_each_compressed_input_however_often_it_changes(tmp_path):
+    """A compressed JSONL shard is read from a decompressed copy in the index's inputs/, named by the file's version.
+    An index kept by cron whose shard changes every day kept every day's copy, each as large as the text. After a
+    run commits, the copies its listing did not read are removed: of a shard that changed, and of one no longer
+    given. Nothing else in inputs/ is touched, and each run prints what a run from scratch prints."""
+    import gzip
+
+    texts = (REPO / "sample_corpus").glob("*.txt")
+    records = [json.dumps({"id": p.stem, "text": p.read_text()}) + "\n" for p in sorted(texts)]
+    shards, index = tmp_path / "shards", tmp_path / "index"
+    shards.mkdir()
+    for day, count in enumerate((10, 20, 30)):
+        (shards / "a.jsonl.gz").write_bytes(gzip.compress("".join(records[:count]).encode(), mtime=0))
+        os.utime(shards / "a.jsonl.gz", ns=(1_700_000_000_000_000_000 + day, 1_700_000_000_000_000_000 + day))
+        given = [shards / "a.jsonl.gz"]
+        if day < 2:  # a second shard, given the first two days only
+            (shards / "b.jsonl.gz").write_bytes(gzip.compress("".join(records[25:]).encode(), mtime=0))
+            given.append(shards / "b.jsonl.gz")
+        r = neardup("run", "--jsonl", *given, "--index", index, "-t", 0.5)
+        scratch = neardup("run", "--jsonl", *given, "-w", tmp_path / f"scratch{day}", "-t", 0.5)
+        assert r.returncode == 0 and r.stdout == scratch.stdout, r.stderr
+        if day == 0:  # not a name nearDup gives a copy: never removed
+            (index / "inputs" / "notes.txt").write_text("not nearDup's")
+        st = os.stat(shards / "a.jsonl.gz")
+        names = sorted(os.listdir(index / "inputs"))
+        assert f"a.jsonl.{st.st_size}.{st.st_mtime_ns}" in names
+        assert len([n for n in names if n.startswith("a.jsonl.")]) == 1, names  # today's copy only
+        assert len([n for n in names if n.startswith("b.jsonl.")]) == (1 if day < 2 else 0), names
+        assert "notes.txt" in names
+
+
 def test_a_reader_that_stops_early_does_not_cost_the_index_its_run(tmp_path):
     """`neardup run docs --index idx | head -1` lost the whole commit (exit 1): the next run did all the work again
     and --new-only reported every pair again, forever. Now the run commits, its results count as reported (the

@@ -158,7 +158,14 @@ def run(runner: Runner, args: list[str], source: SourceParams, params: ShinglePa
     work = runner.work
     previous = work.manifest().shingle
     # with nothing stored there is nothing to match: a folder's first partitions are shingled while it is listed
-    listing = list_items([*args, *references], source, stdin, spool=work.spool, lazy=previous is None,
+    spooled: set[str] = set()  # the copies in inputs/ this listing reads: the others are garbage once it commits
+
+    def spool(*args, **kwargs) -> str:
+        path = work.spool(*args, **kwargs)
+        spooled.add(os.path.basename(path))
+        return path
+
+    listing = list_items([*args, *references], source, stdin, spool=spool, lazy=previous is None,
                                 skip=(str(work.root),),  # a work dir inside an input folder holds no documents
                                 progress=counter(getattr(runner.engine, "progress", False), "listing", "file"),
                                 columns=previous is not None,  # matched by columns against the stored catalog
@@ -255,7 +262,8 @@ def run(runner: Runner, args: list[str], source: SourceParams, params: ShinglePa
                            shard_bytes=kept.bytes, run=this_run, next_shard=next_shard + len(new.parts),
                            files=_files(work, "shingle", key, *tables, *([BINARY] if binary else []),
                                         *([CUTS] if listing.cuts else [])),
-                           stats=ShingleStats.from_json(totals), links=listing.links or None)
+                           stats=ShingleStats.from_json(totals), links=listing.links or None,
+                           spooled=sorted(spooled) if spooled or (work.root / "inputs").is_dir() else None)
     first = listing.items[:1] if not streamed else [next(iter(new.parts[0]))] if new.parts else []
     ascend = _check_documents(runner, record, params, args, first if source.records else (), ascend)
     if runs is not None:  # (written once the ids are checked: the check's finding goes in)

@@ -162,6 +162,7 @@ class ShingleRecord(StageRecord):
     files: dict[str, int]
     stats: ShingleStats
     links: dict[str, Any] | None = None
+    spooled: list[str] | None = None  # the names in inputs/ its listing read from (the rest are collected)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -455,7 +456,7 @@ def _manifest_spec() -> dict:
                      "files": _Map(int), "stats": {**dict.fromkeys(("docs", "bytes", "shingles"), int),
                                                    **dict.fromkeys(_SHINGLE_COUNTS, int),
                                                    "?messages": [str], "?skipped": _Map(int)},
-                     "?cwd": str, "?links": dict},
+                     "?cwd": str, "?links": dict, "?spooled": [str]},
         "?signature": {**stage, **shards, "upstream": str, "params": signature, "docs": [int]},
         "?band": {**stage, **shards, "upstream": str, "params": _params_spec(BandParams)},
         "?candidates": {**stage, **whole, "params": _params_spec(CandidateParams),

@@ -121,6 +121,9 @@ _FOLDERS = (*STAGES, "inputs")
 _OWN_NAME = (r"(?:part-\d{5,}\.(?:[a-z]+\.)?(?:npy|npz|json)"
              r"|[0-9a-f]{12}\.[a-z0-9_-]+(?:\.[a-z0-9_-]+)*\.(?:npy|npz|jsonl))")
 _OWN_FILE = re.compile(_OWN_NAME)
+# the names spool gives its copies in inputs/: stdin's, a compressed file's (NAME.SIZE.MTIME), a UTF-16/32 file's
+# (NAME.SIZE.MTIME.utf-8) and a split Parquet file's (NAME.DEV-INODE.SIZE.MTIME.ROWS)
+_SPOOLED = re.compile(r"stdin\.jsonl|[^.].*\.\d+\.\d+(?:\.utf-8)?|[^.].*\.\d+-\d+\.\d+\.\d+\.\d+")
 _OWN_TEMP = re.compile(rf"\.(?:{_OWN_NAME}|{re.escape(MANIFEST)}|{re.escape(SEAL)}|{re.escape(MARKER)})\..+\.\d+\.tmp")
 
 
@@ -575,6 +578,17 @@ class WorkDir:
                 if _OWN_FILE.fullmatch(name):  # (asked only of the files to remove: 10,000 names a stage at 10M)
                     with contextlib.suppress(OSError):
                         os.unlink(os.path.join(folder, name))
+        # inputs/: the copies of compressed JSONL, stdin and split Parquet the stored listing does not read (an
+        # earlier version of a file that changed, or of one no longer given), each as large as its text: an index
+        # kept by cron whose shards change grew by one copy of each change. A record from before `spooled` keeps
+        # them all.
+        spooled = getattr(stages.get("shingle"), "spooled", None)
+        if spooled is not None:
+            keep = set(spooled)
+            for name in self._own_files("inputs", every=True):  # (a link named inputs is not followed)
+                if name not in keep and _SPOOLED.fullmatch(name):  # (another's temporary file starts with a dot)
+                    with contextlib.suppress(OSError):
+                        os.unlink(os.path.join(self.root, "inputs", name))
 
     def clear(self) -> None:
         """--force: forget every stage (the manifest, nearDup's files in the stage folders, and the folders if
