@@ -30,6 +30,10 @@ class OutputError(NearDupError):
     """The results cannot be written where they go (standard output on a full disk, a device error)."""
 
 
+# the errors of a write that a full disk or a quota stopped, in words
+DISK_FULL = {errno.ENOSPC: "no space left on device", errno.EDQUOT: "disk quota exceeded"}
+
+
 def full_disk(e: OSError) -> str:
     """What to do, for an output that a full disk or a quota stopped ('; ...'), else ''."""
-    return "; free space there or write it to another folder" if e.errno in (errno.ENOSPC, errno.EDQUOT) else ""
+    return "; free space there or write it to another folder" if e.errno in DISK_FULL else ""

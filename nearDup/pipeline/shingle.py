@@ -160,8 +160,8 @@ def run(runner: Runner, args: list[str], source: SourceParams, params: ShinglePa
     # with nothing stored there is nothing to match: a folder's first partitions are shingled while it is listed
     spooled: set[str] = set()  # the copies in inputs/ this listing reads: the others are garbage once it commits
 
-    def spool(*args, **kwargs) -> str:
-        path = work.spool(*args, **kwargs)
+    def spool(*given, **options) -> str:
+        path = work.spool(*given, **options)
         spooled.add(os.path.basename(path))
         return path
 

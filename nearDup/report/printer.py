@@ -8,6 +8,7 @@ Knows nothing of click or the work dir.
 """
 from __future__ import annotations
 
+import contextlib
 import io
 import itertools
 import json
@@ -253,25 +254,23 @@ class _ResultsStream(io.TextIOWrapper):
     BrokenPipeError (the reader stopped reading, exit 141)."""
 
     def write(self, text: str) -> int:
-        try:
+        with _output_errors():
             return super().write(text)
-        except BrokenPipeError:
-            raise
-        except OSError as e:
-            raise _output_error(e) from None
 
     def flush(self) -> None:
-        try:
+        with _output_errors():
             super().flush()
-        except BrokenPipeError:
-            raise
-        except OSError as e:
-            raise _output_error(e) from None
 
 
-def _output_error(e: OSError) -> OutputError:
-    return OutputError(f"standard output: cannot write the results ({e.strerror or e}); the work is kept, so a run "
-                       f"that prints them somewhere else does not redo it")
+@contextlib.contextmanager
+def _output_errors():
+    try:
+        yield
+    except BrokenPipeError:
+        raise
+    except OSError as e:
+        raise OutputError(f"standard output: cannot write the results ({e.strerror or e}); the work is kept, so a "
+                          f"run that prints them somewhere else does not redo it") from None
 
 
 def text_stream(binary) -> io.TextIOWrapper:

@@ -101,7 +101,7 @@ from typing import Any
 import numpy as np
 
 from .. import __version__
-from ..errors import WorkDirError
+from ..errors import DISK_FULL, WorkDirError
 from ..text.corpus import COMPRESSIONS, copy_decompressed, split_parquet
 from .manifest import STAGES, Manifest, StageRecord, load
 
@@ -128,7 +128,7 @@ _OWN_TEMP = re.compile(rf"\.(?:{_OWN_NAME}|{re.escape(MANIFEST)}|{re.escape(SEAL
 
 
 def _os_error(path, e: OSError) -> WorkDirError:
-    full = {errno.ENOSPC: "no space left on device", errno.EDQUOT: "disk quota exceeded"}.get(e.errno or 0)
+    full = DISK_FULL.get(e.errno or 0)
     if full is not None:
         return WorkDirError(f"{path}: {full}; free space or choose another --workdir")
     if e.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
